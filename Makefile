@@ -1,0 +1,58 @@
+# airlock — the two commands a fresh machine needs are `make run` and `make test`.
+SHELL := /bin/bash
+PRESET ?= dev
+BUILD_DIR := build/$(PRESET)
+AIRLOCK := $(BUILD_DIR)/src/cli/airlock
+
+.PHONY: all bootstrap bootstrap-test configure build run test test-unit test-asan test-tsan \
+        bench fuzz format conformance-report clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+bootstrap-test:
+	@scripts/bootstrap --test
+
+configure: bootstrap
+	@[ -f $(BUILD_DIR)/build.ninja ] || cmake --preset $(PRESET) >/dev/null
+
+build: configure
+	@cmake --build --preset $(PRESET)
+
+# The main job: a codeact program in a `linux` sandbox, the floor explicitly lowered to
+# `container`, printing what the router decided.
+run: build
+	@scripts/run-main-job $(BUILD_DIR)
+
+# Everything: installs what the tests need, builds, starts the services tests need, runs every
+# suite, stops what it started.
+test: bootstrap-test build
+	@scripts/test-all $(BUILD_DIR)
+
+test-unit: build
+	@ctest --preset $(PRESET) --output-on-failure
+
+test-asan:
+	@$(MAKE) --no-print-directory PRESET=asan build
+	@ctest --preset asan --output-on-failure
+
+test-tsan:
+	@$(MAKE) --no-print-directory PRESET=tsan build
+	@ctest --preset tsan --output-on-failure -L concurrency
+
+bench: build
+	@$(AIRLOCK) bench
+
+fuzz: bootstrap-test
+	@scripts/fuzz-all long
+
+format:
+	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+conformance-report: build
+	@scripts/conformance-report $(BUILD_DIR)
+
+clean:
+	rm -rf build

@@ -1,0 +1,163 @@
+// An in-process backend for tests: a policy fixture whose every declaration can be overridden,
+// and an in-memory sandbox that applies the same confinement rules as a real one.
+//
+// Never for production: it declares `Isolation::none` by default because it draws no boundary.
+//
+// The in-memory sandbox stores a filesystem (files, directories, links with targets, non-regular
+// entries) and answers every Sandbox method against it with the shared guest-path rules, so a
+// seeded link in a parent is refused exactly as on `linux`. `exec` understands a small POSIX
+// vocabulary over that filesystem — enough for the conformance suites to attack it:
+//   printf FORMAT [ARG…] (%s, %d, %%, \n escapes) · cat FILE… · test -e/-f/-d/-L/-s PATH ·
+//   [ … ] · pwd · sleep SECONDS · ln -s[f][n] TARGET PATH · mkdir [-p] PATH… · rm [-rf] PATH… ·
+//   echo · true · false · exit N · sh -c LINE [ARG0 ARG…] (with "$1"… substitution, `;`, `&&`,
+//   `||` and simple redirections > and 2>/dev/null)
+// Anything else is answered from the scripted `outputs` (a marker matched as a substring of the
+// POSIX-quoted command line), or `default_stdout` with exit code 0 — recorded either way.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "airlock/backend.hpp"
+#include "airlock/sandbox.hpp"
+
+namespace airlock::testing {
+
+struct RecordedCommand {
+  std::string command;  // POSIX-quoted for an argv
+  std::string working_directory;
+  Milliseconds timeout;
+};
+
+struct RecordedProgram {
+  std::string code;
+  Milliseconds timeout;
+};
+
+struct InProcessSandboxOptions {
+  std::map<std::string, std::string> outputs;  // marker → stdout
+  std::exception_ptr raises;                   // thrown by every exec / run_code when set
+  std::string default_stdout;
+  std::string instance_id = "in-process-1";
+  // Emulate the POSIX vocabulary above (on by default); off = purely scripted answers.
+  bool emulate_commands = true;
+};
+
+class InProcessSandbox : public Sandbox {
+ public:
+  explicit InProcessSandbox(InProcessSandboxOptions options = {}, SandboxKey key = {},
+                            std::string kind = "in-process");
+
+  // ---- seeding (absolute guest paths; parents are created as directories) -------------------
+  void seed_file(const std::string& path, std::string content);
+  void seed_directory(const std::string& path);
+  void seed_symlink(const std::string& path, std::string target);
+  void seed_other(const std::string& path);  // a FIFO, device or socket stand-in
+
+  // ---- inspection --------------------------------------------------------------------------
+  std::optional<std::string> contents(const std::string& path) const;
+  bool exists(const std::string& path) const;
+  std::vector<RecordedCommand> commands() const;
+  std::vector<RecordedProgram> programs() const;
+
+  // ---- Sandbox -----------------------------------------------------------------------------
+  std::string instance_id() const override { return options_.instance_id; }
+  const SandboxKey& key() const override { return key_; }
+  const std::string& kind() const override { return kind_; }
+  void write_file(std::string_view path, std::string_view content,
+                  std::string_view working_directory) override;
+  ExecResult exec(const Command& command, const ExecOptions& options) override;
+  ExecResult run_code(std::string_view code, Milliseconds timeout) override;
+  std::optional<SandboxEntry> stat_file(std::string_view path,
+                                        std::string_view working_directory) override;
+  std::string read_file(std::string_view path, std::string_view working_directory,
+                        std::uint64_t max_bytes) override;
+  std::vector<SandboxEntry> list_dir(std::string_view path,
+                                     std::string_view working_directory) override;
+  void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+
+ private:
+  struct Node {
+    EntryKind kind = EntryKind::directory;
+    std::string content;  // files
+    std::string target;   // links
+  };
+  class Emulator;
+  friend class Emulator;
+
+  std::optional<EntryKind> lstat_kind(const std::string& absolute) const;  // caller holds mutex_
+  void make_parents(const std::string& absolute);                           // caller holds mutex_
+
+  InProcessSandboxOptions options_;
+  SandboxKey key_;
+  std::string kind_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Node> nodes_;  // absolute path → node; "/" is implicit
+  std::vector<RecordedCommand> commands_;
+  std::vector<RecordedProgram> programs_;
+};
+
+struct InProcessBackendOptions {
+  std::string name = "in-process";
+  Isolation isolation = Isolation::none;
+  std::optional<EgressSet> egress_modes = EgressSet{Egress::allowlist, Egress::closed};
+  std::optional<CapabilitySet> capabilities;  // nullopt: silent (read as the default set)
+  std::optional<SandboxLimits> limits;
+  std::optional<OsFamilySet> os_families;
+  std::exception_ptr acquire_error;  // thrown by acquire (nothing recorded) when set
+  int purge_count = 1;               // what dispose_scope reports
+  // false (the reference fake): one sandbox answers every key and kind. true: one per
+  // (key, kind, egress posture), like a real backend, with fresh instance ids after dispose.
+  bool sandbox_per_key = false;
+  InProcessSandboxOptions sandbox;
+};
+
+class InProcessSandboxBackend : public SandboxBackend {
+ public:
+  explicit InProcessSandboxBackend(InProcessBackendOptions options = {});
+
+  std::string name() const override { return options_.name; }
+  Isolation isolation() const override { return options_.isolation; }
+  std::optional<EgressSet> egress_modes() const override { return options_.egress_modes; }
+  std::optional<CapabilitySet> capabilities() const override { return options_.capabilities; }
+  std::optional<SandboxLimits> limits() const override { return options_.limits; }
+  std::optional<OsFamilySet> os_families() const override { return options_.os_families; }
+
+  std::shared_ptr<Sandbox> acquire(const SandboxKey& key, const SandboxSpec& spec) override;
+  void dispose(const SandboxKey& key) noexcept override;
+  bool dispose_kind(const SandboxKey& key, std::string_view kind,
+                    std::optional<std::string_view> instance_id) noexcept override;
+  int dispose_scope(std::string_view scope,
+                    std::optional<std::string_view> thread_id) noexcept override;
+
+  // The shared sandbox (sandbox_per_key = false), created on construction.
+  const std::shared_ptr<InProcessSandbox>& sandbox() const { return shared_; }
+
+  std::vector<SandboxKey> keys() const;
+  std::vector<SandboxSpec> specs() const;
+  std::vector<SandboxKey> disposed() const;
+  std::vector<std::string> disposed_instances() const;
+  std::vector<std::pair<std::string, std::optional<std::string>>> purged() const;
+
+ private:
+  InProcessBackendOptions options_;
+  std::shared_ptr<InProcessSandbox> shared_;
+  mutable std::mutex mutex_;
+  std::map<std::tuple<SandboxKey, std::string, std::string>, std::shared_ptr<InProcessSandbox>>
+      live_;
+  int next_instance_ = 1;
+  std::vector<SandboxKey> keys_;
+  std::vector<SandboxSpec> specs_;
+  std::vector<SandboxKey> disposed_;
+  std::vector<std::string> disposed_instances_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> purged_;
+};
+
+}  // namespace airlock::testing

@@ -1,0 +1,60 @@
+// airlock — the operator's CLI.
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "airlock/errors.hpp"
+#include "airlock/json.hpp"
+#include "cli/command.hpp"
+
+namespace airlock::cli {
+namespace {
+std::map<std::string, CommandSetup>& commands() {
+  static std::map<std::string, CommandSetup> registered;
+  return registered;
+}
+}  // namespace
+
+bool register_command(std::string name, CommandSetup setup) {
+  commands()[std::move(name)] = std::move(setup);
+  return true;
+}
+
+}  // namespace airlock::cli
+
+int main(int argc, char** argv) {
+  using namespace airlock;
+  cli::Context context;
+  CLI::App app{"airlock: one seam between agent hosts and the sandboxes that run their code"};
+  app.require_subcommand(1);
+  app.add_flag("--json", context.json, "machine-readable output on stdout");
+  app.add_option("--log-level", context.log_level, "trace, debug, info, warn, error, off")
+      ->capture_default_str();
+  app.set_version_flag("--version", "airlock 0.1.0");
+  for (auto& [name, setup] : cli::commands()) setup(app, context);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? 0 : cli::kExitAirlockError;
+  } catch (const Timeout& error) {
+    if (context.json) {
+      std::cout << json::error_to_json(error).dump() << std::endl;
+    }
+    std::cerr << "airlock: " << error.message() << std::endl;
+    return cli::kExitTimeout;
+  } catch (const Error& error) {
+    if (context.json) {
+      std::cout << json::error_to_json(error).dump() << std::endl;
+    }
+    std::cerr << "airlock: " << error.type() << ": " << error.message() << std::endl;
+    return cli::kExitAirlockError;
+  } catch (const std::exception& error) {
+    std::cerr << "airlock: " << error.what() << std::endl;
+    return cli::kExitAirlockError;
+  }
+  return context.exit_code;
+}

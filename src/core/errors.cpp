@@ -1,0 +1,80 @@
+#include "airlock/errors.hpp"
+
+#include <string>
+
+namespace airlock {
+
+Error::Error(std::string type, std::string message, std::string check)
+    : type_(std::move(type)), message_(std::move(message)), check_(std::move(check)) {}
+
+namespace {
+std::string cap_message(const std::string& cap, const std::string& file, std::uint64_t limit,
+                        std::optional<std::uint64_t> size) {
+  std::string message = "'" + file + "' breaches " + cap + " (" + std::to_string(limit);
+  message += cap.ends_with("max_files") ? " files" : " bytes";
+  message += ")";
+  if (size) message += ": it would make " + std::to_string(*size);
+  return message;
+}
+}  // namespace
+
+TransferCapExceeded::TransferCapExceeded(std::string cap, std::string file, std::uint64_t limit,
+                                         std::optional<std::uint64_t> size)
+    : OutputError("SandboxTransferCapExceeded", cap_message(cap, file, limit, size), cap),
+      cap_(std::move(cap)),
+      file_(std::move(file)),
+      limit_(limit),
+      size_(size) {}
+
+ExecOutputLimitExceeded::ExecOutputLimitExceeded(std::uint64_t limit,
+                                                 std::optional<bool> kill_confirmed)
+    : Error("SandboxExecOutputLimitExceeded",
+            "the command's output exceeded " + std::to_string(limit) + " bytes and was dropped",
+            "max_output_bytes"),
+      limit_(limit),
+      kill_confirmed_(kill_confirmed) {}
+
+std::string_view to_string(FileRefusal refusal) noexcept {
+  switch (refusal) {
+    case FileRefusal::not_found: return "file_not_found";
+    case FileRefusal::is_directory: return "is_directory";
+    case FileRefusal::permission_denied: return "permission_denied";
+    case FileRefusal::invalid_path: return "invalid_path";
+  }
+  return "invalid_path";
+}
+
+FileRefused::FileRefused(FileRefusal refusal, std::string path, std::string detail)
+    : Error("SandboxFileRefused",
+            "'" + path + "' was refused: " + std::string(to_string(refusal)),
+            std::string(to_string(refusal))),
+      refusal_(refusal),
+      path_(std::move(path)),
+      detail_(std::move(detail)) {}
+
+namespace {
+std::string conformance_message(const std::vector<ConformanceFailure::Failed>& failures) {
+  std::string message = std::to_string(failures.size()) + " conformance probe(s) failed:";
+  for (const auto& failed : failures) {
+    message += "\n  - " + failed.probe + ": " + failed.failure + " (proves: " + failed.why + ")";
+  }
+  return message;
+}
+}  // namespace
+
+ConformanceFailure::ConformanceFailure(std::vector<Failed> failures)
+    : Error("ConformanceFailure", conformance_message(failures)), failures_(std::move(failures)) {}
+
+std::string error_detail(const std::exception& error) {
+  if (const auto* ours = dynamic_cast<const Error*>(&error)) {
+    std::string out = ours->type() + ": " + ours->message();
+    if (const auto* backend = dynamic_cast<const BackendError*>(&error);
+        backend != nullptr && !backend->detail().empty()) {
+      out += " | " + backend->detail();
+    }
+    return out;
+  }
+  return std::string("exception: ") + error.what();
+}
+
+}  // namespace airlock

@@ -1,0 +1,102 @@
+#include "airlock/records.hpp"
+
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <string>
+
+#include "airlock/errors.hpp"
+
+namespace airlock {
+namespace {
+
+bool blank_or_separated(std::string_view host) {
+  if (host.empty()) return true;
+  return std::any_of(host.begin(), host.end(), [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == ',';
+  });
+}
+
+}  // namespace
+
+SandboxSpec::SandboxSpec(Fields fields) : fields_(std::move(fields)) {
+  if (fields_.kind.empty()) {
+    throw InvalidArgument("spec.kind: a sandbox spec needs a kind (it is part of the sandbox's "
+                          "identity)",
+                          "spec.kind");
+  }
+  if (!fields_.egress_allow.empty() && fields_.egress != Egress::allowlist) {
+    std::string hosts;
+    for (const auto& host : fields_.egress_allow) hosts += (hosts.empty() ? "" : ", ") + host;
+    throw InvalidArgument("spec.egress_allow: hosts [" + hosts +
+                              "] are the payload of an allowlist run, but spec.egress is '" +
+                              std::string(to_string(fields_.egress)) +
+                              "'; set egress to 'allowlist' or drop the hosts",
+                          "spec.egress_allow");
+  }
+  for (const auto& host : fields_.egress_allow) {
+    if (blank_or_separated(host)) {
+      throw InvalidArgument("spec.egress_allow: entry \"" + host +
+                                "\" is blank or contains whitespace or a comma; give one host "
+                                "pattern per entry",
+                            "spec.egress_allow");
+    }
+  }
+  const std::string& work_dir = fields_.work_dir;
+  if (work_dir.empty() || work_dir.front() != '/') {
+    throw InvalidArgument("spec.work_dir: \"" + work_dir + "\" is not an absolute guest path",
+                          "spec.work_dir");
+  }
+  if (work_dir.find('\0') != std::string::npos || work_dir.find('\\') != std::string::npos) {
+    throw InvalidArgument("spec.work_dir: a guest path may contain neither NUL nor a backslash",
+                          "spec.work_dir");
+  }
+}
+
+std::string SandboxSpec::egress_posture() const {
+  std::string posture(to_string(fields_.egress));
+  if (fields_.egress == Egress::allowlist) {
+    std::vector<std::string> hosts = fields_.egress_allow;
+    for (auto& host : hosts) {
+      std::transform(host.begin(), host.end(), host.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    }
+    std::sort(hosts.begin(), hosts.end());
+    hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+    posture += ":";
+    for (std::size_t i = 0; i < hosts.size(); ++i) posture += (i ? "," : "") + hosts[i];
+  }
+  return posture;
+}
+
+std::string decode_utf8_lossy(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const auto* data = reinterpret_cast<const utf8proc_uint8_t*>(bytes.data());
+  std::size_t offset = 0;
+  while (offset < bytes.size()) {
+    // ASCII fast path: most program output is plain ASCII.
+    if (data[offset] < 0x80) {
+      out.push_back(static_cast<char>(data[offset]));
+      ++offset;
+      continue;
+    }
+    utf8proc_int32_t codepoint = 0;
+    auto length = utf8proc_iterate(data + offset,
+                                   static_cast<utf8proc_ssize_t>(bytes.size() - offset),
+                                   &codepoint);
+    if (length <= 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++offset;
+    } else {
+      out.append(bytes.substr(offset, static_cast<std::size_t>(length)));
+      offset += static_cast<std::size_t>(length);
+    }
+  }
+  return out;
+}
+
+std::string ExecResult::stdout_text() const { return decode_utf8_lossy(stdout_bytes); }
+std::string ExecResult::stderr_text() const { return decode_utf8_lossy(stderr_bytes); }
+
+}  // namespace airlock
