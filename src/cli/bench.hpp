@@ -1,0 +1,73 @@
+// `airlock bench`: side-by-side measurements of airlock against peers found on this machine,
+// reported as ratios against targets (SPEC §7). Never asserted in tests.
+//
+// An area adds its measurements in its own bench_<area>.cpp:
+//
+//   const bool kRegistered = airlock::cli::register_bench_group(
+//       "linux", "cold and warm exec on the linux backend vs host fork+exec and bwrap",
+//       [](airlock::cli::BenchRun& run) { … run.time("linux warm exec true", 200, [&] { … }); });
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/json.hpp"
+
+namespace airlock::cli {
+
+struct Stats {
+  std::string subject;
+  std::string unit = "ms";  // "ms" for timings; any other unit for rates (e.g. "MB/s")
+  std::vector<double> samples;
+  double p50() const;
+  double p90() const;
+  double p99() const;
+  double min() const;
+};
+
+struct Ratio {
+  std::string figure;       // "linux warm exec true / host fork+exec"
+  double value = 0;
+  std::string target;       // "<= 1.3"
+  std::optional<bool> met;  // nullopt when there is no target
+};
+
+class BenchRun {
+ public:
+  explicit BenchRun(bool quick) : quick_(quick) {}
+
+  // Quick mode (`--quick`) shrinks iteration counts for smoke runs.
+  bool quick() const noexcept { return quick_; }
+  int iterations(int full) const noexcept { return quick_ ? std::max(3, full / 10) : full; }
+
+  // Time `body` `n` times (after `warmup` untimed runs); returns the stats it recorded.
+  const Stats& time(const std::string& subject, int n, const std::function<void()>& body,
+                    int warmup = 2);
+  // Record samples measured another way (e.g. a throughput in MB/s).
+  const Stats& record(Stats stats);
+  // a.p50 / b.p50 with a target; `at_most` = true means the ratio should be ≤ target.
+  void ratio(const std::string& figure, const Stats& numerator, const Stats& denominator,
+             std::optional<double> target, bool at_most = true);
+  // Something could not be measured (a peer is missing): printed loudly, never silently dropped.
+  void skipped(const std::string& subject, const std::string& reason);
+
+  const std::vector<Stats>& stats() const noexcept { return stats_; }
+  const std::vector<Ratio>& ratios() const noexcept { return ratios_; }
+  const std::vector<std::pair<std::string, std::string>>& skips() const noexcept {
+    return skips_;
+  }
+
+ private:
+  bool quick_;
+  std::vector<Stats> stats_;
+  std::vector<Ratio> ratios_;
+  std::vector<std::pair<std::string, std::string>> skips_;
+};
+
+using BenchGroup = std::function<void(BenchRun& run)>;
+bool register_bench_group(std::string name, std::string description, BenchGroup group);
+
+}  // namespace airlock::cli
