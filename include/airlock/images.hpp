@@ -48,7 +48,9 @@
 //     headers and again from the bytes actually written, so a lying header or a compression bomb
 //     stops at the ceiling (`max_entries`, `max_total_bytes`);
 //   - a character or block device when `device_nodes` is `refuse` (by default they are skipped and
-//     named in `ImportResult::notes`; FIFOs are kept, sockets are skipped and noted).
+//     named in `ImportResult::notes`; FIFOs are kept, sockets are skipped and noted);
+//   - data beyond the size an entry's header declared (`entry_size`), and an unreadable or
+//     truncated archive (`archive`).
 // Always, silently enforced: setuid and setgid bits are stripped (the sticky bit is kept);
 // extended attributes and ACLs are not extracted (which drops file capabilities, the other way a
 // file grants privilege); timestamps are applied, including to links and directories.
