@@ -12,13 +12,13 @@
 //   mount_overlay(pin.image().rootfs, …);
 //
 // ---- Layout on disk (private to this component; shown so operators know what they see) ----
-//   <root>/store.json                  format version and the ownership map the store was made with
-//   <root>/lock                        flock: shared for reads, exclusive for publish and removal
-//   <root>/refs/<hash>.json            one record per reference (name:tag → image id)
-//   <root>/content/<id-hex>/rootfs/    the extracted root filesystem (never modified once published)
-//   <root>/content/<id-hex>/image.json what the content is (id, sizes, OCI config)
-//   <root>/content/<id-hex>/use.lock   flock held shared by every live pin
-//   <root>/incoming/<random>[.lock]    imports in progress, and removed content being deleted
+//   <root>/store.json              format version and the ownership map the store was made with
+//   <root>/lock                    flock: shared for reads, exclusive for publish and removal
+//   <root>/refs/<hash>.json        one record per reference (name:tag → image id, OCI config)
+//   <root>/content/<id>/rootfs/    the extracted root filesystem (never modified once published)
+//   <root>/content/<id>/image.json what the content is (id, entries, bytes)
+//   <root>/content/<id>/use.lock   flock held shared by every live pin
+//   <root>/incoming/<random>[.lock] imports in progress, and removed content being deleted
 // Content is addressed by image id: two references to the same content share one directory.
 //
 // ---- Atomicity and concurrency ----
@@ -162,9 +162,9 @@ enum class DeviceNodePolicy : std::uint8_t {
 // Ceilings against decompression bombs and absurd inputs. Exceeding any refuses the import with an
 // InvalidArgument whose check() is the field name.
 struct ExtractionLimits {
-  std::uint64_t max_entries = 2'000'000;                 // entries across all layers
-  std::uint64_t max_total_bytes = 32ULL << 30;           // file bytes written, across all layers
-  std::uint64_t max_metadata_bytes = 4ULL << 20;         // one OCI JSON document (index, manifest…)
+  std::uint64_t max_entries = 2'000'000;          // entries across all layers
+  std::uint64_t max_total_bytes = 32ULL << 30;    // file bytes written, across all layers
+  std::uint64_t max_metadata_bytes = 4ULL << 20;  // one OCI JSON document (index, manifest…)
   DeviceNodePolicy device_nodes = DeviceNodePolicy::skip;
 };
 
@@ -172,7 +172,7 @@ struct ExtractionLimits {
 
 // From an OCI image config (`config` object); empty for directory and tar imports.
 struct ImageConfig {
-  std::vector<std::string> env;         // "KEY=value"
+  std::vector<std::string> env;  // "KEY=value"
   std::vector<std::string> entrypoint;
   std::vector<std::string> cmd;
   std::string working_dir;
@@ -180,22 +180,22 @@ struct ImageConfig {
 };
 
 struct ImageInfo {
-  std::string reference;                     // canonical "name:tag"
-  std::string id;                            // "sha256:<64 hex>", see the file comment
-  std::filesystem::path rootfs;              // absolute; read-only by contract: never write here
+  std::string reference;         // canonical "name:tag"
+  std::string id;                // "sha256:<64 hex>", see the file comment
+  std::filesystem::path rootfs;  // absolute; read-only by contract: never write here
   std::chrono::system_clock::time_point created_at{};  // when this reference was published
   SourceKind source_kind = SourceKind::tar;
-  std::string source_digest;                 // OCI manifest digest ("sha256:…"), else empty
-  std::uint64_t entries = 0;                 // entries in the final tree (the root included)
-  std::uint64_t bytes = 0;                   // bytes of regular-file content in the final tree
+  std::string source_digest;  // OCI manifest digest ("sha256:…"), else empty
+  std::uint64_t entries = 0;  // entries in the final tree (the root included)
+  std::uint64_t bytes = 0;    // bytes of regular-file content in the final tree
   ImageConfig config;
 };
 
 struct ImportResult {
   ImageInfo image;
-  bool replaced = false;            // the reference existed and now names this image
-  std::vector<std::string> notes;   // entries skipped on purpose ("dev/null: character device
-                                    // skipped (device_nodes=skip)"), in archive order
+  bool replaced = false;           // the reference existed and now names this image
+  std::vector<std::string> notes;  // entries skipped on purpose ("dev/null: character device
+                                   // skipped (device_nodes=skip)"), in archive order
 };
 
 // Keeps an image's content from being removed while some process uses it.

@@ -43,9 +43,9 @@ json::Json to_json(const ImageInfo& image) {
   return {{"reference", image.reference},
           {"id", image.id},
           {"rootfs", image.rootfs.string()},
-          {"created_at", std::chrono::duration_cast<std::chrono::seconds>(
-                             image.created_at.time_since_epoch())
-                             .count()},
+          {"created_at",
+           std::chrono::duration_cast<std::chrono::seconds>(image.created_at.time_since_epoch())
+               .count()},
           {"source_kind", std::string(images::to_string(image.source_kind))},
           {"source_digest", image.source_digest},
           {"entries", image.entries},
@@ -93,9 +93,8 @@ int run_import(const ImportOptions& options, const Context& context) {
   if (reference.empty()) {
     const std::optional<std::string> derived = images::reference_from_path(options.path);
     if (!derived) {
-      throw InvalidArgument("cannot derive an image name from '" + options.path +
-                                "'; give one with --name",
-                            "name");
+      throw InvalidArgument(
+          "cannot derive an image name from '" + options.path + "'; give one with --name", "name");
     }
     reference = *derived;
   }
@@ -107,9 +106,8 @@ int run_import(const ImportOptions& options, const Context& context) {
   ImageStore store = options.store.open();
   const images::ImportResult result = store.import_path(options.path, reference, kind, tag);
   if (context.json) {
-    print_json({{"image", to_json(result.image)},
-                {"replaced", result.replaced},
-                {"notes", result.notes}});
+    print_json(
+        {{"image", to_json(result.image)}, {"replaced", result.replaced}, {"notes", result.notes}});
     return 0;
   }
   std::cout << "imported " << result.image.reference << " (" << result.image.id << ")\n"
@@ -188,35 +186,35 @@ const bool kRegistered = register_command("image", [](CLI::App& app, Context& co
   import_options->store.add_to(*import);
   import->callback([import_options, &context, configure] {
     configure();
-    context.exit_code = run_import(*import_options, context);
-  });
+  context.exit_code = run_import(*import_options, context);
+});
 
-  auto ls_options = std::make_shared<StoreOptions>();
-  CLI::App* ls = image->add_subcommand("ls", "list the images in the store");
-  ls_options->add_to(*ls);
-  ls->callback([ls_options, &context, configure] {
-    configure();
-    context.exit_code = run_ls(*ls_options, context);
-  });
+auto ls_options = std::make_shared<StoreOptions>();
+CLI::App* ls = image->add_subcommand("ls", "list the images in the store");
+ls_options->add_to(*ls);
+ls->callback([ls_options, &context, configure] {
+  configure();
+  context.exit_code = run_ls(*ls_options, context);
+});
 
-  auto inspect_options = std::make_shared<ReferenceOptions>();
-  CLI::App* inspect = image->add_subcommand("inspect", "print one image as JSON");
-  inspect->add_option("REF", inspect_options->reference, "name[:tag] or sha256:<id>")->required();
-  inspect_options->store.add_to(*inspect);
-  inspect->callback([inspect_options, &context, configure] {
-    configure();
-    context.exit_code = run_inspect(*inspect_options);
-  });
+auto inspect_options = std::make_shared<ReferenceOptions>();
+CLI::App* inspect = image->add_subcommand("inspect", "print one image as JSON");
+inspect->add_option("REF", inspect_options->reference, "name[:tag] or sha256:<id>")->required();
+inspect_options->store.add_to(*inspect);
+inspect->callback([inspect_options, &context, configure] {
+  configure();
+  context.exit_code = run_inspect(*inspect_options);
+});
 
-  auto rm_options = std::make_shared<ReferenceOptions>();
-  CLI::App* rm = image->add_subcommand(
-      "rm", "remove a reference (and its content when nothing else names or pins it)");
-  rm->add_option("REF", rm_options->reference, "name[:tag]")->required();
-  rm_options->store.add_to(*rm);
-  rm->callback([rm_options, &context, configure] {
-    configure();
-    context.exit_code = run_rm(*rm_options, context);
-  });
+auto rm_options = std::make_shared<ReferenceOptions>();
+CLI::App* rm = image->add_subcommand(
+    "rm", "remove a reference (and its content when nothing else names or pins it)");
+rm->add_option("REF", rm_options->reference, "name[:tag]")->required();
+rm_options->store.add_to(*rm);
+rm->callback([rm_options, &context, configure] {
+  configure();
+  context.exit_code = run_rm(*rm_options, context);
+});
 });
 
 }  // namespace

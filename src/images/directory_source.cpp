@@ -73,8 +73,9 @@ EntryHeader header_for(const std::string& relative, const struct stat& st) {
 
 void walk_directory(Walk& walk, const std::string& relative) {
   const std::string shown = (walk.source / relative).string();
-  UniqueFd directory(relative.empty() ? ::dup(walk.root_fd)
-                                      : open_beneath(walk.root_fd, relative, O_RDONLY | O_DIRECTORY));
+  UniqueFd directory(relative.empty()
+                         ? ::dup(walk.root_fd)
+                         : open_beneath(walk.root_fd, relative, O_RDONLY | O_DIRECTORY));
   if (!directory) throw_errno("cannot open", shown);
   std::vector<std::string> names;
   {
@@ -111,12 +112,12 @@ void walk_directory(Walk& walk, const std::string& relative) {
     } else if (S_ISLNK(st.st_mode)) {
       header.type = EntryType::symlink;
       std::string target(static_cast<std::size_t>(st.st_size) + 1, '\0');
-      const ssize_t length = ::readlinkat(directory.get(), name.c_str(), target.data(), target.size());
+      const ssize_t length =
+          ::readlinkat(directory.get(), name.c_str(), target.data(), target.size());
       if (length < 0) throw_errno("cannot read link", child_shown);
       if (static_cast<std::size_t>(length) >= target.size()) {
-        throw InvalidArgument("image import refused: '" + child_shown +
-                                  "' changed while it was read",
-                              "source");
+        throw InvalidArgument(
+            "image import refused: '" + child_shown + "' changed while it was read", "source");
       }
       target.resize(static_cast<std::size_t>(length));
       header.link_target = std::move(target);
@@ -140,9 +141,8 @@ void walk_directory(Walk& walk, const std::string& relative) {
       struct stat opened {};
       if (::fstat(file.get(), &opened) != 0 || opened.st_ino != st.st_ino ||
           opened.st_dev != st.st_dev) {
-        throw InvalidArgument("image import refused: '" + child_shown +
-                                  "' was replaced while it was read",
-                              "source");
+        throw InvalidArgument(
+            "image import refused: '" + child_shown + "' was replaced while it was read", "source");
       }
       FileContent content(file.get(), header.size, child_shown);
       walk.writer.add(header, &content);

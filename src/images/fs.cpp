@@ -152,8 +152,9 @@ std::string read_small_file(int dirfd, const std::string& relative, std::uint64_
     if (got == 0) break;
     contents.append(buffer, static_cast<std::size_t>(got));
     if (contents.size() > limit) {
-      throw InvalidArgument("'" + std::string(path_for_errors) + "' is larger than the ceiling of " +
-                                std::to_string(limit) + " bytes (" + std::string(check) + ")",
+      throw InvalidArgument("'" + std::string(path_for_errors) +
+                                "' is larger than the ceiling of " + std::to_string(limit) +
+                                " bytes (" + std::string(check) + ")",
                             std::string(check));
     }
   }
@@ -213,7 +214,9 @@ Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
   }
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(context_); }
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(context_);
+}
 
 void Sha256::update(const void* data, std::size_t size) {
   if (size != 0) EVP_DigestUpdate(context_, data, size);
@@ -222,7 +225,8 @@ void Sha256::update(const void* data, std::size_t size) {
 void Sha256::update_zeros(std::uint64_t count) {
   static const char kZeros[65536] = {};
   while (count > 0) {
-    const std::size_t chunk = count < sizeof kZeros ? static_cast<std::size_t>(count) : sizeof kZeros;
+    const std::size_t chunk =
+        count < sizeof kZeros ? static_cast<std::size_t>(count) : sizeof kZeros;
     update(kZeros, chunk);
     count -= chunk;
   }
@@ -235,6 +239,8 @@ std::string Sha256::finish_raw() {
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
-std::string Sha256::finish_hex() { return to_hex(finish_raw()); }
+std::string Sha256::finish_hex() {
+  return to_hex(finish_raw());
+}
 
 }  // namespace airlock::images::detail

@@ -12,8 +12,12 @@ namespace airlock::images {
 
 namespace {
 
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+bool is_lower_alnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool is_alnum(char c) {
+  return is_lower_alnum(c) || (c >= 'A' && c <= 'Z');
+}
 
 // Shows a reference inside a message without letting control bytes through.
 std::string shown_text(std::string_view text) {
@@ -129,9 +133,12 @@ std::optional<std::string> reference_from_path(const std::filesystem::path& sour
 
 std::string_view to_string(SourceKind kind) noexcept {
   switch (kind) {
-    case SourceKind::directory: return "directory";
-    case SourceKind::tar: return "tar";
-    case SourceKind::oci_layout: return "oci-layout";
+    case SourceKind::directory:
+      return "directory";
+    case SourceKind::tar:
+      return "tar";
+    case SourceKind::oci_layout:
+      return "oci-layout";
   }
   return "tar";
 }

@@ -116,13 +116,14 @@ Descriptor parse_descriptor(const Json& value, std::string_view where, std::stri
   const Json& digest = field(value, "digest", where, display);
   if (!digest.is_string()) refuse(display, std::string(where) + ".digest is not a string");
   const std::string text = digest.get<std::string>();
-  const bool well_formed =
-      text.size() == 7 + 64 && text.starts_with("sha256:") &&
-      std::all_of(text.begin() + 7, text.end(),
-                  [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  const bool well_formed = text.size() == 7 + 64 && text.starts_with("sha256:") &&
+                           std::all_of(text.begin() + 7, text.end(), [](char c) {
+                             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                           });
   if (!well_formed) {
-    refuse(display, std::string(where) + ".digest " + quote_name(text) +
-                        " is not sha256:<64 lowercase hex digits>",
+    refuse(display,
+           std::string(where) + ".digest " + quote_name(text) +
+               " is not sha256:<64 lowercase hex digits>",
            "digest");
   }
   descriptor.digest_hex = text.substr(7);
@@ -134,7 +135,9 @@ Descriptor parse_descriptor(const Json& value, std::string_view where, std::stri
   return descriptor;
 }
 
-std::string blob_path(const std::string& digest_hex) { return "blobs/sha256/" + digest_hex; }
+std::string blob_path(const std::string& digest_hex) {
+  return "blobs/sha256/" + digest_hex;
+}
 
 Json parse_json(const std::string& text, std::string_view what, std::string_view display) {
   try {
@@ -147,9 +150,10 @@ Json parse_json(const std::string& text, std::string_view what, std::string_view
 Json read_json_blob(int layout_fd, const Descriptor& descriptor, std::string_view what,
                     const ExtractionLimits& limits, std::string_view display) {
   if (descriptor.size > limits.max_metadata_bytes) {
-    refuse(display, std::string(what) + " declares " + std::to_string(descriptor.size) +
-                        " bytes, over the ceiling of " + std::to_string(limits.max_metadata_bytes) +
-                        " (max_metadata_bytes)",
+    refuse(display,
+           std::string(what) + " declares " + std::to_string(descriptor.size) +
+               " bytes, over the ceiling of " + std::to_string(limits.max_metadata_bytes) +
+               " (max_metadata_bytes)",
            "max_metadata_bytes");
   }
   const std::string path = blob_path(descriptor.digest_hex);
@@ -158,7 +162,8 @@ Json read_json_blob(int layout_fd, const Descriptor& descriptor, std::string_vie
   Sha256 digest;
   digest.update(text);
   if (text.size() != descriptor.size || digest.finish_hex() != descriptor.digest_hex) {
-    refuse(display, std::string(what) + " (" + path + ") does not match its descriptor's size and digest",
+    refuse(display,
+           std::string(what) + " (" + path + ") does not match its descriptor's size and digest",
            "digest");
   }
   return parse_json(text, what, display);
@@ -205,18 +210,19 @@ bool platform_matches(const Json& manifest) {
 
 OciImage read_oci_layout(int layout_fd, std::string_view display,
                          const std::optional<std::string>& tag, const ExtractionLimits& limits) {
-  const std::string marker_text = read_small_file(layout_fd, "oci-layout", limits.max_metadata_bytes,
-                                                  "max_metadata_bytes",
-                                                  std::string(display) + "/oci-layout");
+  const std::string marker_text =
+      read_small_file(layout_fd, "oci-layout", limits.max_metadata_bytes, "max_metadata_bytes",
+                      std::string(display) + "/oci-layout");
   const Json marker = parse_json(marker_text, "oci-layout", display);
   const std::string version = optional_string(marker, "imageLayoutVersion", "oci-layout", display);
   if (!version.starts_with("1.")) {
     refuse(display, "oci-layout has imageLayoutVersion '" + version + "'; only 1.x is understood");
   }
 
-  Json index = parse_json(read_small_file(layout_fd, "index.json", limits.max_metadata_bytes,
-                                          "max_metadata_bytes", std::string(display) + "/index.json"),
-                          "index.json", display);
+  Json index =
+      parse_json(read_small_file(layout_fd, "index.json", limits.max_metadata_bytes,
+                                 "max_metadata_bytes", std::string(display) + "/index.json"),
+                 "index.json", display);
   std::string where = "index.json";
   std::optional<std::string> wanted = tag;
   for (int depth = 0;; ++depth) {
@@ -230,23 +236,25 @@ OciImage read_oci_layout(int layout_fd, std::string_view display,
       candidates.push_back(&manifest);
     }
     if (candidates.empty()) {
-      refuse(display, where + " has no manifest " +
-                          (wanted ? "tagged '" + *wanted + "' " : std::string()) + "for linux/" +
-                          std::string(kHostArchitecture) + "; it has: " +
-                          describe_candidates(manifests),
+      refuse(display,
+             where + " has no manifest " + (wanted ? "tagged '" + *wanted + "' " : std::string()) +
+                 "for linux/" + std::string(kHostArchitecture) +
+                 "; it has: " + describe_candidates(manifests),
              "tag");
     }
     if (candidates.size() > 1) {
-      refuse(display, where + " has " + std::to_string(candidates.size()) +
-                          " manifests for linux/" + std::string(kHostArchitecture) +
-                          "; choose one with a tag: " + describe_candidates(manifests),
+      refuse(display,
+             where + " has " + std::to_string(candidates.size()) + " manifests for linux/" +
+                 std::string(kHostArchitecture) +
+                 "; choose one with a tag: " + describe_candidates(manifests),
              "tag");
     }
-    const Descriptor chosen = parse_descriptor(*candidates.front(), where + ".manifests[]", display);
+    const Descriptor chosen =
+        parse_descriptor(*candidates.front(), where + ".manifests[]", display);
     Json document = read_json_blob(layout_fd, chosen, "manifest", limits, display);
-    const std::string media_type =
-        chosen.media_type.empty() ? optional_string(document, "mediaType", "manifest", display)
-                                  : chosen.media_type;
+    const std::string media_type = chosen.media_type.empty()
+                                       ? optional_string(document, "mediaType", "manifest", display)
+                                       : chosen.media_type;
     if (is_index(media_type)) {
       index = std::move(document);
       where = "index sha256:" + chosen.digest_hex.substr(0, 12);
@@ -256,8 +264,8 @@ OciImage read_oci_layout(int layout_fd, std::string_view display,
 
     OciImage image;
     image.manifest_digest = "sha256:" + chosen.digest_hex;
-    const Descriptor config =
-        parse_descriptor(field(document, "config", "manifest", display), "manifest.config", display);
+    const Descriptor config = parse_descriptor(field(document, "config", "manifest", display),
+                                               "manifest.config", display);
     const Json config_document = read_json_blob(layout_fd, config, "image config", limits, display);
     const Json empty = Json::object();
     const Json& runtime = config_document.is_object() && config_document.contains("config") &&
@@ -276,8 +284,9 @@ OciImage read_oci_layout(int layout_fd, std::string_view display,
       const std::string layer_where = "manifest.layers[" + std::to_string(i) + "]";
       const Descriptor layer = parse_descriptor(layers[i], layer_where, display);
       if (!is_layer(layer.media_type)) {
-        refuse(display, layer_where + " has media type '" + layer.media_type +
-                            "', which is not a layer airlock can apply",
+        refuse(display,
+               layer_where + " has media type '" + layer.media_type +
+                   "', which is not a layer airlock can apply",
                "media_type");
       }
       image.layers.push_back(OciLayer{layer.digest_hex, layer.size, layer.media_type});

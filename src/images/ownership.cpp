@@ -20,7 +20,9 @@ OwnershipMap OwnershipMap::shifted(std::uint32_t base) {
   return OwnershipMap(true, base);
 }
 
-OwnershipMap OwnershipMap::caller() { return OwnershipMap(false, 0); }
+OwnershipMap OwnershipMap::caller() {
+  return OwnershipMap(false, 0);
+}
 
 OwnershipMap OwnershipMap::for_current_process(std::uint32_t base) {
   return ::geteuid() == 0 ? shifted(base) : caller();
@@ -30,6 +32,8 @@ std::string OwnershipMap::describe() const {
   return shifted_ ? "shifted(" + std::to_string(base_) + ")" : "caller";
 }
 
-std::filesystem::path default_image_store_root() { return default_state_dir() / "images"; }
+std::filesystem::path default_image_store_root() {
+  return default_state_dir() / "images";
+}
 
 }  // namespace airlock::images

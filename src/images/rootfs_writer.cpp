@@ -31,14 +31,22 @@ std::string join(const std::vector<std::string>& components, std::size_t count) 
 
 std::string_view type_word(EntryType type) {
   switch (type) {
-    case EntryType::regular: return "file";
-    case EntryType::directory: return "directory";
-    case EntryType::symlink: return "symlink";
-    case EntryType::hardlink: return "hardlink";
-    case EntryType::fifo: return "fifo";
-    case EntryType::character_device: return "character device";
-    case EntryType::block_device: return "block device";
-    case EntryType::socket: return "socket";
+    case EntryType::regular:
+      return "file";
+    case EntryType::directory:
+      return "directory";
+    case EntryType::symlink:
+      return "symlink";
+    case EntryType::hardlink:
+      return "hardlink";
+    case EntryType::fifo:
+      return "fifo";
+    case EntryType::character_device:
+      return "character device";
+    case EntryType::block_device:
+      return "block device";
+    case EntryType::socket:
+      return "socket";
   }
   return "file";
 }
@@ -85,9 +93,9 @@ RootfsWriter::RootfsWriter(int rootfs_fd, const OwnershipMap& ownership,
 
 void RootfsWriter::refuse(std::string_view entry, const std::string& why,
                           const std::string& rule) const {
-  throw InvalidArgument("image import refused: entry " + quote_name(entry) + " " + why +
-                            " (rule: " + rule + ")",
-                        rule);
+  throw InvalidArgument(
+      "image import refused: entry " + quote_name(entry) + " " + why + " (rule: " + rule + ")",
+      rule);
 }
 
 void RootfsWriter::begin_layer(bool whiteouts) {
@@ -136,7 +144,8 @@ RootfsWriter::Parent RootfsWriter::open_parent(const std::vector<std::string>& c
                                                bool create) {
   if (count == 0) return Parent{rootfs_fd_, true};
   const std::string path = join(components, count);
-  if (cached_parent_fd_ && cached_parent_path_ == path) return Parent{cached_parent_fd_.get(), true};
+  if (cached_parent_fd_ && cached_parent_path_ == path)
+    return Parent{cached_parent_fd_.get(), true};
 
   UniqueFd fd(open_beneath(rootfs_fd_, path, O_PATH | O_DIRECTORY));
   if (!fd) {
@@ -220,8 +229,7 @@ void RootfsWriter::apply_owner(int fd, const char* leaf, const EntryHeader& head
 
 void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
   if (++entries_seen_ > limits_.max_entries) {
-    throw InvalidArgument("image import refused: more than " +
-                              std::to_string(limits_.max_entries) +
+    throw InvalidArgument("image import refused: more than " + std::to_string(limits_.max_entries) +
                               " entries (ceiling max_entries; a decompression bomb?)",
                           "max_entries");
   }
@@ -252,13 +260,15 @@ void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
   if (header.type == EntryType::character_device || header.type == EntryType::block_device ||
       header.type == EntryType::socket) {
     if (header.type != EntryType::socket && limits_.device_nodes == DeviceNodePolicy::refuse) {
-      refuse(header.name, "is a " + std::string(type_word(header.type)) +
-                              " and device nodes are refused (device_nodes=refuse)",
+      refuse(header.name,
+             "is a " + std::string(type_word(header.type)) +
+                 " and device nodes are refused (device_nodes=refuse)",
              "device_nodes");
     }
     const std::string note =
         (path.empty() ? std::string(".") : path) + ": " + std::string(type_word(header.type)) +
-        " skipped (" + (header.type == EntryType::socket ? "sockets are never stored" : "device_nodes=skip") + ")";
+        " skipped (" +
+        (header.type == EntryType::socket ? "sockets are never stored" : "device_nodes=skip") + ")";
     spdlog::info("image import: {}", note);
     notes_.push_back(note);
     return;
@@ -286,21 +296,23 @@ void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
     if (header.link_target == ".." || header.link_target.starts_with("../") ||
         header.link_target.find("/../") != std::string::npos ||
         header.link_target.ends_with("/..")) {
-      refuse(header.name, "is a hard link to " + quote_name(header.link_target) +
-                              ", which leaves the image",
+      refuse(header.name,
+             "is a hard link to " + quote_name(header.link_target) + ", which leaves the image",
              "hardlinks");
     }
     const std::vector<std::string> target = split_name(header.link_target, header.name);
     link_path = join(target, target.size());
     const auto found = manifest_.find(link_path);
     if (target.empty() || found == manifest_.end()) {
-      refuse(header.name, "is a hard link to " + quote_name(header.link_target) +
-                              ", which is not (yet) in the image",
+      refuse(header.name,
+             "is a hard link to " + quote_name(header.link_target) +
+                 ", which is not (yet) in the image",
              "hardlinks");
     }
     if (found->second.type != EntryType::regular) {
-      refuse(header.name, "is a hard link to " + quote_name(header.link_target) + ", a " +
-                              std::string(type_word(found->second.type)) + ", not a regular file",
+      refuse(header.name,
+             "is a hard link to " + quote_name(header.link_target) + ", a " +
+                 std::string(type_word(found->second.type)) + ", not a regular file",
              "hardlinks");
     }
     if (link_path == path || under(link_path, path)) {
@@ -309,7 +321,8 @@ void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
     link_record = found->second;
   }
   if (header.type == EntryType::symlink) {
-    if (header.link_target.empty()) refuse(header.name, "is a symbolic link with no target", "paths");
+    if (header.link_target.empty())
+      refuse(header.name, "is a symbolic link with no target", "paths");
     if (header.link_target.size() > kMaxPathBytes) {
       refuse(header.name, "is a symbolic link whose target is too long", "paths");
     }
@@ -348,10 +361,10 @@ void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
     case EntryType::hardlink: {
       const std::vector<std::string> target = split_name(header.link_target, header.name);
       // Opened on its own, not through the cache, so `parent.fd` stays valid.
-      UniqueFd target_parent(target.size() == 1
-                                 ? ::dup(rootfs_fd_)
-                                 : open_beneath(rootfs_fd_, join(target, target.size() - 1),
-                                                O_PATH | O_DIRECTORY));
+      UniqueFd target_parent(
+          target.size() == 1
+              ? ::dup(rootfs_fd_)
+              : open_beneath(rootfs_fd_, join(target, target.size() - 1), O_PATH | O_DIRECTORY));
       if (!target_parent) {
         refuse(header.name, "is a hard link whose target cannot be reached without a link",
                "hardlinks");
@@ -403,8 +416,9 @@ void RootfsWriter::write_regular(int parent_fd, const std::string& leaf, const s
     while (content->next_block(&data, &size, &offset)) {
       if (offset < position) refuse(header.name, "has data blocks out of order", "entry_size");
       if (offset > header.size || size > header.size - offset) {
-        refuse(header.name, "carries more data than its header declares (" +
-                                std::to_string(header.size) + " bytes)",
+        refuse(header.name,
+               "carries more data than its header declares (" + std::to_string(header.size) +
+                   " bytes)",
                "entry_size");
       }
       digest.update_zeros(offset - position);
@@ -439,8 +453,11 @@ void RootfsWriter::write_regular(int parent_fd, const std::string& leaf, const s
     const timespec times[2] = {header.mtime, header.mtime};
     ::futimens(fd.get(), times);
   }
-  manifest_[path] = Record{EntryType::regular, mode, static_cast<std::uint32_t>(header.uid),
-                           static_cast<std::uint32_t>(header.gid), header.size,
+  manifest_[path] = Record{EntryType::regular,
+                           mode,
+                           static_cast<std::uint32_t>(header.uid),
+                           static_cast<std::uint32_t>(header.gid),
+                           header.size,
                            digest.finish_raw()};
 }
 
@@ -452,8 +469,13 @@ void RootfsWriter::apply_whiteout(const std::vector<std::string>& parent, const 
   std::vector<std::string> target = parent;
   target.push_back(leaf);
   const std::string path = join(target, target.size());
-  // A whiteout hides lower layers only; what this layer itself wrote stays.
-  if (layer_paths_.contains(path)) return;
+  // A whiteout hides lower layers only; what this layer itself wrote stays. When this layer
+  // already wrote the path or something below it (the layer lists the whiteout late), only the
+  // lower-layer content below it goes.
+  if (layer_paths_.contains(path)) {
+    remove_lower_layer_content_below(path, entry);
+    return;
+  }
   const Parent at = open_parent(parent, parent.size(), entry, false);
   if (!at.found) return;
   bool kept = false;
@@ -464,7 +486,11 @@ void RootfsWriter::apply_opaque(const std::vector<std::string>& directory, std::
   // The marker says the directory exists in this layer; lower-layer content below it goes.
   open_parent(directory, directory.size(), entry, true);
   mark_in_layer(directory, directory.size());
-  const std::string path = join(directory, directory.size());
+  remove_lower_layer_content_below(join(directory, directory.size()), entry);
+}
+
+void RootfsWriter::remove_lower_layer_content_below(const std::string& path,
+                                                    std::string_view entry) {
   std::vector<std::string> doomed;
   for (const auto& [candidate, record] : manifest_) {
     if (!under(candidate, path)) continue;

@@ -20,14 +20,21 @@
 namespace airlock::images::detail {
 
 enum class EntryType : std::uint8_t {
-  regular, directory, symlink, hardlink, fifo, character_device, block_device, socket
+  regular,
+  directory,
+  symlink,
+  hardlink,
+  fifo,
+  character_device,
+  block_device,
+  socket
 };
 
 struct EntryHeader {
-  std::string name;         // as the source spells it ("./usr/bin/", "etc/passwd")
+  std::string name;  // as the source spells it ("./usr/bin/", "etc/passwd")
   EntryType type = EntryType::regular;
-  std::uint32_t mode = 0;   // permission bits, 07777
-  std::int64_t uid = 0;     // guest ids, checked against 0..65535
+  std::uint32_t mode = 0;  // permission bits, 07777
+  std::int64_t uid = 0;    // guest ids, checked against 0..65535
   std::int64_t gid = 0;
   std::uint64_t size = 0;   // regular files
   std::string link_target;  // symlink target, or the archive name a hard link points at
@@ -91,14 +98,16 @@ class RootfsWriter {
   Parent open_parent(const std::vector<std::string>& components, std::size_t count,
                      std::string_view entry, bool create);
   void mark_in_layer(const std::vector<std::string>& components, std::size_t count);
-  void clear_leaf(int parent_fd, const std::string& leaf, const std::string& path, bool keep_directory,
-                  bool* kept_directory);
+  void clear_leaf(int parent_fd, const std::string& leaf, const std::string& path,
+                  bool keep_directory, bool* kept_directory);
   void forget_subtree(const std::string& path);
   void write_regular(int parent_fd, const std::string& leaf, const std::string& path,
                      const EntryHeader& header, ContentSource* content);
   void apply_whiteout(const std::vector<std::string>& parent, const std::string& leaf,
                       std::string_view entry);
   void apply_opaque(const std::vector<std::string>& directory, std::string_view entry);
+  // Removes everything below `path` that the current layer did not write.
+  void remove_lower_layer_content_below(const std::string& path, std::string_view entry);
   void apply_owner(int fd, const char* leaf, const EntryHeader& header, std::string_view path);
   [[noreturn]] void refuse(std::string_view entry, const std::string& why,
                            const std::string& rule) const;
@@ -110,9 +119,9 @@ class RootfsWriter {
   bool whiteouts_ = false;
   std::uint64_t entries_seen_ = 0;
   std::uint64_t bytes_written_ = 0;
-  std::map<std::string, Record> manifest_;             // "" is the root
+  std::map<std::string, Record> manifest_;                // "" is the root
   std::map<std::string, DirectoryMetadata> directories_;  // applied at finish(), deepest first
-  std::unordered_set<std::string> layer_paths_;         // created in this layer (+ ancestors)
+  std::unordered_set<std::string> layer_paths_;           // created in this layer (+ ancestors)
   std::string cached_parent_path_;
   UniqueFd cached_parent_fd_;
 };

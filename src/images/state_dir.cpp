@@ -20,9 +20,9 @@ std::filesystem::path default_state_dir() {
   if (const char* configured = environment("AIRLOCK_STATE_DIR")) {
     std::filesystem::path path(configured);
     if (!path.is_absolute()) {
-      throw InvalidArgument("AIRLOCK_STATE_DIR must be an absolute path, not '" +
-                                std::string(configured) + "'",
-                            "state_dir");
+      throw InvalidArgument(
+          "AIRLOCK_STATE_DIR must be an absolute path, not '" + std::string(configured) + "'",
+          "state_dir");
     }
     return path.lexically_normal();
   }

@@ -18,16 +18,23 @@
 #include "images/fs.hpp"
 #include "images/rootfs_writer.hpp"
 #include "images/sources.hpp"
+#include "images/store_records.hpp"
 
 namespace airlock::images {
 
-using detail::UniqueFd;
+using detail::check_store_json;
+using detail::id_hex;
+using detail::is_image_id;
+using detail::ownership_json;
+using detail::reference_file;
+using detail::reference_from_json;
+using detail::ReferenceRecord;
 using detail::throw_errno;
+using detail::UniqueFd;
 using Json = nlohmann::json;
 
 namespace {
 
-constexpr int kStoreFormat = 1;
 constexpr std::uint64_t kRecordLimit = 1 << 20;
 
 std::string shown(const std::filesystem::path& root, std::string_view relative) {
@@ -43,7 +50,8 @@ void lock(int fd, int operation, std::string_view path) {
 // The store-wide lock: shared while reading references, exclusive while changing them.
 UniqueFd lock_store(int root_fd, int operation, const std::filesystem::path& root) {
   UniqueFd fd(::openat(root_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd && errno == EACCES) fd.reset(::openat(root_fd, "lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd && errno == EACCES)
+    fd.reset(::openat(root_fd, "lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) throw_errno("cannot open the store lock", shown(root, "lock"));
   lock(fd.get(), operation, shown(root, "lock"));
   return fd;
@@ -61,111 +69,14 @@ void make_directory(int at, const char* name, mode_t mode, const std::filesystem
   }
 }
 
-std::string reference_file(const ImageReference& reference) {
-  detail::Sha256 digest;
-  digest.update(reference.to_string());
-  return digest.finish_hex().substr(0, 32) + ".json";
-}
-
-std::string id_hex(const std::string& id) { return id.substr(std::string_view("sha256:").size()); }
-
-bool is_image_id(std::string_view text) {
-  return text.size() == 7 + 64 && text.starts_with("sha256:") &&
-         std::all_of(text.begin() + 7, text.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-Json ownership_json(const OwnershipMap& map) {
-  Json out = {{"format", kStoreFormat}, {"ownership", map.is_shifted() ? "shifted" : "caller"}};
-  if (map.is_shifted()) out["uid_base"] = map.base();
-  return out;
-}
-
-void check_store_json(const std::string& text, const OwnershipMap& expected,
-                      const std::filesystem::path& root) {
-  Json document;
-  try {
-    document = Json::parse(text);
-  } catch (const Json::exception&) {
-    throw InvalidArgument("the image store at " + root.string() + " has an unreadable store.json",
-                          "store");
-  }
-  if (!document.is_object() || document.value("format", 0) != kStoreFormat) {
-    throw InvalidArgument("the image store at " + root.string() +
-                              " has a format this build does not know (store.json)",
-                          "store");
-  }
-  if (document != ownership_json(expected)) {
-    const bool shifted = document.value("ownership", std::string()) == "shifted";
-    const std::string recorded =
-        shifted ? "shifted(" + std::to_string(document.value("uid_base", 0U)) + ")" : "caller";
-    throw InvalidArgument("the image store at " + root.string() + " stores files as " + recorded +
-                              ", not " + expected.describe() +
-                              "; use the same uid base (or a different store)",
-                          "ownership");
-  }
-}
-
-struct ReferenceRecord {
-  ImageReference reference;
-  std::string id;
-  std::chrono::system_clock::time_point created_at;
-  SourceKind source_kind = SourceKind::tar;
-  std::string source_digest;
-  ImageConfig config;
-};
-
-Json to_json(const ImageConfig& config) {
-  return {{"env", config.env},
-          {"entrypoint", config.entrypoint},
-          {"cmd", config.cmd},
-          {"working_dir", config.working_dir},
-          {"user", config.user}};
-}
-
-Json to_json(const ReferenceRecord& record) {
-  return {{"reference", record.reference.to_string()},
-          {"id", record.id},
-          {"created_at_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                record.created_at.time_since_epoch())
-                                .count()},
-          {"source_kind", std::string(to_string(record.source_kind))},
-          {"source_digest", record.source_digest},
-          {"config", to_json(record.config)}};
-}
-
-ReferenceRecord reference_from_json(const std::string& text, const std::string& where) {
-  try {
-    const Json document = Json::parse(text);
-    ReferenceRecord record;
-    record.reference = parse_reference(document.at("reference").get<std::string>());
-    record.id = document.at("id").get<std::string>();
-    if (!is_image_id(record.id)) throw InvalidArgument("bad id", "store");
-    record.created_at = std::chrono::system_clock::time_point(std::chrono::duration_cast<
-        std::chrono::system_clock::duration>(
-        std::chrono::nanoseconds(document.at("created_at_ns").get<std::int64_t>())));
-    record.source_kind = parse_source_kind(document.at("source_kind").get<std::string>());
-    record.source_digest = document.at("source_digest").get<std::string>();
-    const Json& config = document.at("config");
-    record.config.env = config.at("env").get<std::vector<std::string>>();
-    record.config.entrypoint = config.at("entrypoint").get<std::vector<std::string>>();
-    record.config.cmd = config.at("cmd").get<std::vector<std::string>>();
-    record.config.working_dir = config.at("working_dir").get<std::string>();
-    record.config.user = config.at("user").get<std::string>();
-    return record;
-  } catch (const Json::exception& error) {
-    throw SystemError("the image store record " + where + " is damaged: " + error.what());
-  } catch (const InvalidArgument& error) {
-    throw SystemError("the image store record " + where + " is damaged: " + error.message());
-  }
-}
-
 // An entry of incoming/ this process owns: the directory plus its flocked `<name>.lock`.
 // Destroying it deletes both, so an import that fails for any reason leaves nothing behind.
 class IncomingEntry {
  public:
   IncomingEntry(int incoming_fd, std::string name, UniqueFd lock, std::filesystem::path root)
-      : incoming_fd_(incoming_fd), name_(std::move(name)), lock_(std::move(lock)),
+      : incoming_fd_(incoming_fd),
+        name_(std::move(name)),
+        lock_(std::move(lock)),
         root_(std::move(root)) {}
   IncomingEntry(IncomingEntry&&) noexcept = default;
   IncomingEntry(const IncomingEntry&) = delete;
@@ -195,7 +106,8 @@ class IncomingEntry {
 
 // Creates incoming/<random>.lock (flocked) before incoming/<random>, so a sweeper holding the
 // exclusive store lock never sees a directory whose owner is still alive but unlocked.
-IncomingEntry new_incoming(int incoming_fd, const std::filesystem::path& root, bool make_directory) {
+IncomingEntry new_incoming(int incoming_fd, const std::filesystem::path& root,
+                           bool make_directory) {
   const std::string name = detail::random_hex();
   UniqueFd lock_fd(::openat(incoming_fd, (name + ".lock").c_str(),
                             O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -253,7 +165,9 @@ ImagePin& ImagePin::operator=(ImagePin&& other) noexcept {
   return *this;
 }
 
-ImagePin::~ImagePin() { release(); }
+ImagePin::~ImagePin() {
+  release();
+}
 
 void ImagePin::release() noexcept {
   if (fd_ >= 0) ::close(fd_);
@@ -306,7 +220,8 @@ std::optional<Handles> open_store(const std::filesystem::path& root, const Owner
   return handles;
 }
 
-std::optional<ReferenceRecord> read_reference(const Handles& handles, const ImageReference& reference,
+std::optional<ReferenceRecord> read_reference(const Handles& handles,
+                                              const ImageReference& reference,
                                               const std::filesystem::path& root) {
   const std::string file = reference_file(reference);
   UniqueFd fd(::openat(handles.refs.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
@@ -315,10 +230,10 @@ std::optional<ReferenceRecord> read_reference(const Handles& handles, const Imag
     throw_errno("cannot open", shown(root, "refs/" + file));
   }
   fd.reset();
-  ReferenceRecord record = reference_from_json(
-      detail::read_small_file(handles.refs.get(), file, kRecordLimit, "store",
-                              shown(root, "refs/" + file)),
-      shown(root, "refs/" + file));
+  ReferenceRecord record =
+      reference_from_json(detail::read_small_file(handles.refs.get(), file, kRecordLimit, "store",
+                                                  shown(root, "refs/" + file)),
+                          shown(root, "refs/" + file));
   // Two references sharing a file name would need a SHA-256 collision; still, never mix them up.
   if (!(record.reference == reference)) return std::nullopt;
   return record;
@@ -329,10 +244,10 @@ std::vector<ReferenceRecord> read_all_references(const Handles& handles,
   std::vector<ReferenceRecord> records;
   for (const auto& name : list_names(handles.refs.get(), shown(root, "refs"))) {
     if (!name.ends_with(".json") || name.starts_with(".")) continue;
-    records.push_back(reference_from_json(
-        detail::read_small_file(handles.refs.get(), name, kRecordLimit, "store",
-                                shown(root, "refs/" + name)),
-        shown(root, "refs/" + name)));
+    records.push_back(
+        reference_from_json(detail::read_small_file(handles.refs.get(), name, kRecordLimit, "store",
+                                                    shown(root, "refs/" + name)),
+                            shown(root, "refs/" + name)));
   }
   std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) {
     return a.reference.to_string() < b.reference.to_string();
@@ -373,7 +288,8 @@ ImageInfo describe(const Handles& handles, const ReferenceRecord& record,
   return info;
 }
 
-[[noreturn]] void unknown_reference(const std::string& reference, const std::filesystem::path& root) {
+[[noreturn]] void unknown_reference(const std::string& reference,
+                                    const std::filesystem::path& root) {
   throw InvalidArgument("image '" + reference + "' is not in the image store at " + root.string() +
                             "; add it with `airlock image import --name " + reference + " PATH`",
                         "image");
@@ -384,7 +300,8 @@ ImageInfo describe(const Handles& handles, const ReferenceRecord& record,
 void collect_garbage(const Handles& handles, const std::filesystem::path& root,
                      std::vector<IncomingEntry>& doomed) {
   std::set<std::string> referenced;
-  for (const auto& record : read_all_references(handles, root)) referenced.insert(id_hex(record.id));
+  for (const auto& record : read_all_references(handles, root))
+    referenced.insert(id_hex(record.id));
   for (const auto& name : list_names(handles.content.get(), shown(root, "content"))) {
     if (referenced.contains(name)) continue;
     UniqueFd use(::openat(handles.content.get(), (name + "/use.lock").c_str(),
@@ -402,7 +319,8 @@ void collect_garbage(const Handles& handles, const std::filesystem::path& root,
 // Claims incoming/ entries whose importer died (their lock is free). Exclusive store lock held.
 void claim_abandoned(const Handles& handles, const std::filesystem::path& root,
                      std::vector<IncomingEntry>& doomed) {
-  const std::vector<std::string> names = list_names(handles.incoming.get(), shown(root, "incoming"));
+  const std::vector<std::string> names =
+      list_names(handles.incoming.get(), shown(root, "incoming"));
   const std::set<std::string> present(names.begin(), names.end());
   for (const auto& name : names) {
     if (name.ends_with(".lock")) {
@@ -424,9 +342,8 @@ void claim_abandoned(const Handles& handles, const std::filesystem::path& root,
 ImageStore::ImageStore(std::filesystem::path root, OwnershipMap ownership, ExtractionLimits limits)
     : root_(std::move(root)), ownership_(ownership), limits_(limits) {
   if (!root_.is_absolute()) {
-    throw InvalidArgument("the image store root must be an absolute path, not '" + root_.string() +
-                              "'",
-                          "store");
+    throw InvalidArgument(
+        "the image store root must be an absolute path, not '" + root_.string() + "'", "store");
   }
   root_ = root_.lexically_normal();
   if (root_.has_filename() == false && root_ != root_.root_path()) root_ = root_.parent_path();
@@ -476,10 +393,12 @@ ImportResult import_with(const std::filesystem::path& root, const OwnershipMap& 
   // Published content must survive a power cut: flush it before it can be named.
   if (::syncfs(rootfs_fd.get()) != 0) throw_errno("cannot sync", shown(root, work));
   rootfs_fd.reset();
-  const Json image_json = {{"id", summary.id}, {"entries", summary.entries}, {"bytes", summary.bytes}};
+  const Json image_json = {
+      {"id", summary.id}, {"entries", summary.entries}, {"bytes", summary.bytes}};
   detail::write_file_atomically(work_fd.get(), "image.json", image_json.dump(2) + "\n",
                                 shown(root, work + "/image.json"));
-  UniqueFd use(::openat(work_fd.get(), "use.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  UniqueFd use(
+      ::openat(work_fd.get(), "use.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!use) throw_errno("cannot create", shown(root, work + "/use.lock"));
   use.reset();
   work_fd.reset();
@@ -523,17 +442,19 @@ ImportResult ImageStore::import_directory(const std::filesystem::path& source,
                      });
 }
 
-ImportResult ImageStore::import_tar(const std::filesystem::path& source, std::string_view reference) {
+ImportResult ImageStore::import_tar(const std::filesystem::path& source,
+                                    std::string_view reference) {
   return import_with(root_, ownership_, limits_, reference, SourceKind::tar,
                      [&](detail::RootfsWriter& writer, ImageConfig&, std::string&) {
                        UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
                        if (!fd) throw_errno("cannot open", source.string());
                        struct stat st {};
-                       if (::fstat(fd.get(), &st) != 0) throw_errno("cannot inspect", source.string());
+                       if (::fstat(fd.get(), &st) != 0)
+                         throw_errno("cannot inspect", source.string());
                        if (S_ISDIR(st.st_mode)) {
-                         throw InvalidArgument("'" + source.string() +
-                                                   "' is a directory, not a tar archive",
-                                               "format");
+                         throw InvalidArgument(
+                             "'" + source.string() + "' is a directory, not a tar archive",
+                             "format");
                        }
                        writer.begin_layer(false);
                        detail::read_tar(fd.get(), source.string(), writer);
@@ -556,8 +477,8 @@ ImportResult ImageStore::import_oci_layout(const std::filesystem::path& layout,
       });
 }
 
-ImportResult ImageStore::import_path(const std::filesystem::path& source, std::string_view reference,
-                                     std::optional<SourceKind> kind,
+ImportResult ImageStore::import_path(const std::filesystem::path& source,
+                                     std::string_view reference, std::optional<SourceKind> kind,
                                      const std::optional<std::string>& oci_tag) {
   // Refuse a bad reference before looking at the source at all.
   parse_reference(reference);
@@ -568,9 +489,12 @@ ImportResult ImageStore::import_path(const std::filesystem::path& source, std::s
                           "tag");
   }
   switch (chosen) {
-    case SourceKind::directory: return import_directory(source, reference);
-    case SourceKind::tar: return import_tar(source, reference);
-    case SourceKind::oci_layout: return import_oci_layout(source, reference, oci_tag);
+    case SourceKind::directory:
+      return import_directory(source, reference);
+    case SourceKind::tar:
+      return import_tar(source, reference);
+    case SourceKind::oci_layout:
+      return import_oci_layout(source, reference, oci_tag);
   }
   return import_tar(source, reference);
 }
@@ -597,9 +521,9 @@ std::optional<ImageInfo> ImageStore::find(std::string_view reference) const {
 ImageInfo ImageStore::resolve(std::string_view reference) const {
   std::optional<ImageInfo> found = find(reference);
   if (!found) {
-    unknown_reference(is_image_id(reference) ? std::string(reference)
-                                             : parse_reference(reference).to_string(),
-                      root_);
+    unknown_reference(
+        is_image_id(reference) ? std::string(reference) : parse_reference(reference).to_string(),
+        root_);
   }
   return std::move(*found);
 }

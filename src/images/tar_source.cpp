@@ -76,18 +76,26 @@ class ArchiveContent final : public ContentSource {
 EntryType entry_type(archive_entry* entry, std::string_view name) {
   if (archive_entry_hardlink(entry) != nullptr) return EntryType::hardlink;
   switch (archive_entry_filetype(entry)) {
-    case AE_IFREG: return EntryType::regular;
-    case AE_IFDIR: return EntryType::directory;
-    case AE_IFLNK: return EntryType::symlink;
-    case AE_IFIFO: return EntryType::fifo;
-    case AE_IFCHR: return EntryType::character_device;
-    case AE_IFBLK: return EntryType::block_device;
-    case AE_IFSOCK: return EntryType::socket;
-    default: break;
+    case AE_IFREG:
+      return EntryType::regular;
+    case AE_IFDIR:
+      return EntryType::directory;
+    case AE_IFLNK:
+      return EntryType::symlink;
+    case AE_IFIFO:
+      return EntryType::fifo;
+    case AE_IFCHR:
+      return EntryType::character_device;
+    case AE_IFBLK:
+      return EntryType::block_device;
+    case AE_IFSOCK:
+      return EntryType::socket;
+    default:
+      break;
   }
-  throw InvalidArgument("image import refused: entry " + quote_name(name) +
-                            " has an unknown file type (rule: types)",
-                        "types");
+  throw InvalidArgument(
+      "image import refused: entry " + quote_name(name) + " has an unknown file type (rule: types)",
+      "types");
 }
 
 }  // namespace

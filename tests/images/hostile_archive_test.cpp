@@ -73,9 +73,9 @@ TEST_F(HostileArchive, CannotWriteThroughPlantedAbsoluteSymlink) {
 
 TEST_F(HostileArchive, CannotWriteThroughPlantedRelativeSymlink) {
   // From <store>/incoming/<x>/rootfs, four levels up is the scratch dir.
-  expect_refused({TarEntry::symlink("up", "../../../../outside"),
-                  TarEntry::file("up/secret", "overwritten")},
-                 "symlinks");
+  expect_refused(
+      {TarEntry::symlink("up", "../../../../outside"), TarEntry::file("up/secret", "overwritten")},
+      "symlinks");
   EXPECT_EQ(testing::read_file(scratch_.outside() / "secret"), "the host's secret\n");
 }
 
@@ -91,9 +91,8 @@ TEST_F(HostileArchive, CannotWriteThroughSymlinkToItsOwnParent) {
 }
 
 TEST_F(HostileArchive, HardLinkToAbsoluteHostFileIsRefused) {
-  const std::string message =
-      expect_refused({TarEntry::hardlink("stolen", (scratch_.outside() / "secret").string())},
-                     "hardlinks");
+  const std::string message = expect_refused(
+      {TarEntry::hardlink("stolen", (scratch_.outside() / "secret").string())}, "hardlinks");
   EXPECT_NE(message.find("absolute"), std::string::npos) << message;
   struct stat st {};
   ASSERT_EQ(::stat((scratch_.outside() / "secret").c_str(), &st), 0);
@@ -135,7 +134,8 @@ TEST_F(HostileArchive, DeviceNodesAreSkippedAndNamedByDefault) {
   block.name = "dev/sda";
   block.type = TarEntry::Type::block_device;
   const auto tar = scratch_.path("devices.tar");
-  testing::write_tar(tar, {TarEntry::directory("dev"), character, block, TarEntry::file("ok", "1")});
+  testing::write_tar(tar,
+                     {TarEntry::directory("dev"), character, block, TarEntry::file("ok", "1")});
   const ImportResult result = store().import_tar(tar, "devices");
   ASSERT_EQ(result.notes.size(), 2U);
   EXPECT_NE(result.notes[0].find("dev/mem: character device skipped"), std::string::npos)
@@ -150,8 +150,9 @@ TEST_F(HostileArchive, DeviceNodesAreSkippedAndNamedByDefault) {
 
 TEST_F(HostileArchive, SetuidAndSetgidBitsAreStripped) {
   const auto tar = scratch_.path("setuid.tar");
-  testing::write_tar(tar, {TarEntry::file("su", "#!/bin/sh\n", 06755),
-                           TarEntry::directory("shared", 02775), TarEntry::directory("tmp", 01777)});
+  testing::write_tar(
+      tar, {TarEntry::file("su", "#!/bin/sh\n", 06755), TarEntry::directory("shared", 02775),
+            TarEntry::directory("tmp", 01777)});
   const ImportResult result = store().import_tar(tar, "setuid");
   struct stat st {};
   ASSERT_EQ(::stat((result.image.rootfs / "su").c_str(), &st), 0);
@@ -165,9 +166,10 @@ TEST_F(HostileArchive, SetuidAndSetgidBitsAreStripped) {
 TEST_F(HostileArchive, FileCapabilitiesAreNotExtracted) {
   TarEntry ping = TarEntry::file("ping", "binary", 0755);
   // A security.capability blob granting cap_net_raw (VFS_CAP_REVISION_2 layout).
-  const std::string capability("\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-                               "\x00\x00\x00\x00",
-                               20);
+  const std::string capability(
+      "\x01\x00\x00\x02\x00\x20\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x00\x00",
+      20);
   ping.xattrs.emplace_back("security.capability", capability);
   ping.xattrs.emplace_back("user.note", "hello");
   const auto tar = scratch_.path("caps.tar");
@@ -212,7 +214,8 @@ TEST_F(HostileArchive, GzipBombStopsAtSizeCeiling) {
 
 TEST_F(HostileArchive, ManySmallFilesStopAtSizeCeiling) {
   std::vector<TarEntry> entries;
-  for (int i = 0; i < 40; ++i) entries.push_back(TarEntry::file("f" + std::to_string(i), std::string(32 << 10, 'x')));
+  for (int i = 0; i < 40; ++i)
+    entries.push_back(TarEntry::file("f" + std::to_string(i), std::string(32 << 10, 'x')));
   ExtractionLimits limits;
   limits.max_total_bytes = 1ULL << 20;
   expect_refused(entries, "max_total_bytes", limits, Compression::xz);

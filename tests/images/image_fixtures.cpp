@@ -78,11 +78,20 @@ void write_tar(const std::filesystem::path& path, const std::vector<TarEntry>& e
   archive* handle = archive_write_new();
   check(archive_write_set_format_pax_restricted(handle), handle, "format");
   switch (compression) {
-    case Compression::none: break;
-    case Compression::gzip: check(archive_write_add_filter_gzip(handle), handle, "gzip"); break;
-    case Compression::xz: check(archive_write_add_filter_xz(handle), handle, "xz"); break;
-    case Compression::zstd: check(archive_write_add_filter_zstd(handle), handle, "zstd"); break;
-    case Compression::bzip2: check(archive_write_add_filter_bzip2(handle), handle, "bzip2"); break;
+    case Compression::none:
+      break;
+    case Compression::gzip:
+      check(archive_write_add_filter_gzip(handle), handle, "gzip");
+      break;
+    case Compression::xz:
+      check(archive_write_add_filter_xz(handle), handle, "xz");
+      break;
+    case Compression::zstd:
+      check(archive_write_add_filter_zstd(handle), handle, "zstd");
+      break;
+    case Compression::bzip2:
+      check(archive_write_add_filter_bzip2(handle), handle, "bzip2");
+      break;
   }
   check(archive_write_open_filename(handle, path.c_str()), handle, "open");
   for (const auto& spec : entries) {
@@ -101,7 +110,9 @@ void write_tar(const std::filesystem::path& path, const std::vector<TarEntry>& e
         archive_entry_set_filetype(entry, AE_IFREG);
         size = spec.zero_bytes != 0 ? spec.zero_bytes : spec.data.size();
         break;
-      case TarEntry::Type::directory: archive_entry_set_filetype(entry, AE_IFDIR); break;
+      case TarEntry::Type::directory:
+        archive_entry_set_filetype(entry, AE_IFDIR);
+        break;
       case TarEntry::Type::symlink:
         archive_entry_set_filetype(entry, AE_IFLNK);
         archive_entry_set_symlink(entry, spec.target.c_str());
@@ -110,7 +121,9 @@ void write_tar(const std::filesystem::path& path, const std::vector<TarEntry>& e
         archive_entry_set_filetype(entry, AE_IFREG);
         archive_entry_set_hardlink(entry, spec.target.c_str());
         break;
-      case TarEntry::Type::fifo: archive_entry_set_filetype(entry, AE_IFIFO); break;
+      case TarEntry::Type::fifo:
+        archive_entry_set_filetype(entry, AE_IFIFO);
+        break;
       case TarEntry::Type::char_device:
         archive_entry_set_filetype(entry, AE_IFCHR);
         archive_entry_set_rdevmajor(entry, 1);
@@ -127,7 +140,8 @@ void write_tar(const std::filesystem::path& path, const std::vector<TarEntry>& e
     if (spec.zero_bytes != 0) {
       const std::string zeros(1 << 20, '\0');
       for (std::uint64_t left = spec.zero_bytes; left > 0;) {
-        const std::size_t chunk = left < zeros.size() ? static_cast<std::size_t>(left) : zeros.size();
+        const std::size_t chunk =
+            left < zeros.size() ? static_cast<std::size_t>(left) : zeros.size();
         if (archive_write_data(handle, zeros.data(), chunk) < 0) check(-30, handle, "data");
         left -= chunk;
       }
@@ -155,7 +169,9 @@ void write_file(const std::filesystem::path& path, const std::string& data) {
   out << data;
 }
 
-std::string sha256_file_hex(const std::filesystem::path& path) { return sha256_hex(read_file(path)); }
+std::string sha256_file_hex(const std::filesystem::path& path) {
+  return sha256_hex(read_file(path));
+}
 
 namespace {
 
@@ -257,8 +273,12 @@ std::vector<std::string> names_in(const std::filesystem::path& dir) {
 }
 }  // namespace
 
-std::vector<std::string> Scratch::incoming() const { return names_in(store() / "incoming"); }
-std::vector<std::string> Scratch::content() const { return names_in(store() / "content"); }
+std::vector<std::string> Scratch::incoming() const {
+  return names_in(store() / "incoming");
+}
+std::vector<std::string> Scratch::content() const {
+  return names_in(store() / "content");
+}
 
 std::vector<std::string> tree_listing(const std::filesystem::path& root) {
   std::vector<std::string> out;
@@ -267,12 +287,18 @@ std::vector<std::string> tree_listing(const std::filesystem::path& root) {
        it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
     const auto status = it->symlink_status();
     char letter = '?';
-    if (std::filesystem::is_symlink(status)) letter = 'l';
-    else if (std::filesystem::is_directory(status)) letter = 'd';
-    else if (std::filesystem::is_regular_file(status)) letter = 'f';
-    else if (std::filesystem::is_fifo(status)) letter = 'p';
-    else if (std::filesystem::is_character_file(status)) letter = 'c';
-    else if (std::filesystem::is_block_file(status)) letter = 'b';
+    if (std::filesystem::is_symlink(status))
+      letter = 'l';
+    else if (std::filesystem::is_directory(status))
+      letter = 'd';
+    else if (std::filesystem::is_regular_file(status))
+      letter = 'f';
+    else if (std::filesystem::is_fifo(status))
+      letter = 'p';
+    else if (std::filesystem::is_character_file(status))
+      letter = 'c';
+    else if (std::filesystem::is_block_file(status))
+      letter = 'b';
     out.push_back(std::string(1, letter) + " " +
                   std::filesystem::relative(it->path(), root).string());
   }

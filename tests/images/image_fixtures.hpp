@@ -19,9 +19,9 @@ struct TarEntry {
   enum class Type { file, directory, symlink, hardlink, fifo, char_device, block_device };
   std::string name;
   Type type = Type::file;
-  std::string data;                 // file content
-  std::uint64_t zero_bytes = 0;     // file: this many zero bytes instead of `data` (streamed)
-  std::string target;               // symlink target or hard link target
+  std::string data;              // file content
+  std::uint64_t zero_bytes = 0;  // file: this many zero bytes instead of `data` (streamed)
+  std::string target;            // symlink target or hard link target
   unsigned mode = 0644;
   std::int64_t uid = 0;
   std::int64_t gid = 0;
@@ -41,7 +41,7 @@ void write_tar(const std::filesystem::path& path, const std::vector<TarEntry>& e
 struct OciManifestSpec {
   std::vector<std::vector<TarEntry>> layers;
   std::vector<std::filesystem::path> raw_layers;  // existing uncompressed tars, after `layers`
-  std::optional<std::string> tag;     // org.opencontainers.image.ref.name
+  std::optional<std::string> tag;                 // org.opencontainers.image.ref.name
   std::vector<std::string> env;
   std::vector<std::string> cmd;
   Compression layer_compression = Compression::gzip;

@@ -17,10 +17,13 @@ using testing::TarEntry;
 
 class OciLayout : public ::testing::Test {
  protected:
-  ImageStore store() const { return ImageStore(scratch_.store(), OwnershipMap::for_current_process()); }
+  ImageStore store() const {
+    return ImageStore(scratch_.store(), OwnershipMap::for_current_process());
+  }
   std::filesystem::path layout() const { return scratch_.path("layout"); }
 
-  void expect_refused(const std::string& check, const std::optional<std::string>& tag = std::nullopt) {
+  void expect_refused(const std::string& check,
+                      const std::optional<std::string>& tag = std::nullopt) {
     try {
       store().import_oci_layout(layout(), "refused", tag);
       ADD_FAILURE() << "the layout was accepted; expected a refusal by '" << check << "'";
@@ -35,10 +38,10 @@ class OciLayout : public ::testing::Test {
 };
 
 std::vector<TarEntry> base_layer() {
-  return {TarEntry::directory("a"),       TarEntry::file("a/gone", "1"),
-          TarEntry::file("a/kept", "2"),  TarEntry::directory("b"),
-          TarEntry::file("b/x", "3"),     TarEntry::directory("c"),
-          TarEntry::file("c/old", "4"),   TarEntry::directory("c/deep"),
+  return {TarEntry::directory("a"),        TarEntry::file("a/gone", "1"),
+          TarEntry::file("a/kept", "2"),   TarEntry::directory("b"),
+          TarEntry::file("b/x", "3"),      TarEntry::directory("c"),
+          TarEntry::file("c/old", "4"),    TarEntry::directory("c/deep"),
           TarEntry::file("c/deep/f", "5"), TarEntry::file("top", "6")};
 }
 
@@ -91,6 +94,18 @@ TEST_F(OciLayout, WhiteoutOfThisLayersOwnEntryIsIgnored) {
             "new");
 }
 
+TEST_F(OciLayout, LateWhiteoutOfADirectoryKeepsWhatThisLayerPutInIt) {
+  OciManifestSpec spec;
+  // The layer writes a/fresh first and whites out "a" afterwards: a's lower content goes, the
+  // layer's own file stays, whatever order the layer lists them in.
+  spec.layers = {base_layer(), {TarEntry::file("a/fresh", "10"), TarEntry::file(".wh.a", "")}};
+  testing::write_oci_layout(layout(), {spec});
+  const auto rootfs = store().import_oci_layout(layout(), "late").image.rootfs;
+  EXPECT_EQ(testing::read_file(rootfs / "a/fresh"), "10");
+  EXPECT_FALSE(std::filesystem::exists(rootfs / "a/kept"));
+  EXPECT_FALSE(std::filesystem::exists(rootfs / "a/gone"));
+}
+
 TEST_F(OciLayout, WhiteoutCannotDeleteThroughASymlink) {
   OciManifestSpec spec;
   spec.layers = {{TarEntry::symlink("host", scratch_.outside().string())},
@@ -134,12 +149,11 @@ TEST_F(OciLayout, TamperedLayerIsRefusedByDigest) {
 
 TEST_F(OciLayout, DigestCannotNameAPathOutsideBlobs) {
   testing::write_file(layout() / "oci-layout", R"({"imageLayoutVersion": "1.0.0"})");
-  const nlohmann::json index = {
-      {"schemaVersion", 2},
-      {"manifests",
-       {{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-         {"digest", "sha256:../../../outside/secret"},
-         {"size", 18}}}}};
+  const nlohmann::json index = {{"schemaVersion", 2},
+                                {"manifests",
+                                 {{{"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                   {"digest", "sha256:../../../outside/secret"},
+                                   {"size", 18}}}}};
   testing::write_file(layout() / "index.json", index.dump());
   expect_refused("digest");
 }

@@ -73,7 +73,8 @@ TEST_F(Store, ImportedTarIsFaithful) {
   EXPECT_EQ(testing::read_file(rootfs / "bin/tool"), "#!/bin/sh\necho tool\n");
   EXPECT_EQ(std::filesystem::read_symlink(rootfs / "bin/alias"), "tool");
   EXPECT_EQ(std::filesystem::read_symlink(rootfs / "bin/abs"), "/bin/tool");
-  struct stat tool {}, again {};
+  struct stat tool {
+  }, again{};
   ASSERT_EQ(::stat((rootfs / "bin/tool").c_str(), &tool), 0);
   ASSERT_EQ(::stat((rootfs / "bin/tool-again").c_str(), &again), 0);
   EXPECT_EQ(tool.st_ino, again.st_ino) << "a hard link became a copy";
@@ -369,7 +370,8 @@ TEST_F(Store, KilledImportPublishesNothingAndIsSweptLater) {
   for (int i = 0; i < 500 && !extracting; ++i) {
     for (const auto& name : scratch_.incoming()) {
       std::error_code ignored;
-      if (std::filesystem::exists(scratch_.store() / "incoming" / name / "rootfs/data/100", ignored)) {
+      if (std::filesystem::exists(scratch_.store() / "incoming" / name / "rootfs/data/100",
+                                  ignored)) {
         extracting = true;
       }
     }
@@ -397,7 +399,8 @@ TEST_F(Store, ImportPathDetectsTheSourceKind) {
   spec.layers = {{TarEntry::file("hello", "hi\n")}};
   testing::write_oci_layout(scratch_.path("layout"), {spec});
   EXPECT_EQ(store().import_path(source, "a").image.source_kind, SourceKind::directory);
-  EXPECT_EQ(store().import_path(sample_tar(Compression::xz), "b").image.source_kind, SourceKind::tar);
+  EXPECT_EQ(store().import_path(sample_tar(Compression::xz), "b").image.source_kind,
+            SourceKind::tar);
   EXPECT_EQ(store().import_path(scratch_.path("layout"), "c").image.source_kind,
             SourceKind::oci_layout);
   EXPECT_THROW(store().import_path(source, "d", SourceKind::tar), InvalidArgument);

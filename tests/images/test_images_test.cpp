@@ -20,11 +20,12 @@ std::filesystem::path test_image(const std::string& name) {
   return std::filesystem::exists(path) ? path : std::filesystem::path();
 }
 
-#define REQUIRE_TEST_IMAGE(variable, name)                                                      \
-  const std::filesystem::path variable = test_image(name);                                     \
-  if (variable.empty()) {                                                                      \
-    GTEST_SKIP() << "SKIPPED: " name " not found: set AIRLOCK_TEST_IMAGES to the output of "   \
-                    "scripts/build-test-images (scripts/test.d/15-images.sh does)";            \
+#define REQUIRE_TEST_IMAGE(variable, name)                                          \
+  const std::filesystem::path variable = test_image(name);                          \
+  if (variable.empty()) {                                                           \
+    GTEST_SKIP() << "SKIPPED: " name                                                \
+                    " not found: set AIRLOCK_TEST_IMAGES to the output of "         \
+                    "scripts/build-test-images (scripts/test.d/15-images.sh does)"; \
   }
 
 // No setuid/setgid bit and no device node anywhere in the stored tree.
