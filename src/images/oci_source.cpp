@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "images/sources.hpp"
 
@@ -159,9 +160,7 @@ Json read_json_blob(int layout_fd, const Descriptor& descriptor, std::string_vie
   const std::string path = blob_path(descriptor.digest_hex);
   const std::string text = read_small_file(layout_fd, path, limits.max_metadata_bytes,
                                            "max_metadata_bytes", std::string(display) + "/" + path);
-  Sha256 digest;
-  digest.update(text);
-  if (text.size() != descriptor.size || digest.finish_hex() != descriptor.digest_hex) {
+  if (text.size() != descriptor.size || sha256_hex(text) != descriptor.digest_hex) {
     refuse(display,
            std::string(what) + " (" + path + ") does not match its descriptor's size and digest",
            "digest");

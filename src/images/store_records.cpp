@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "images/fs.hpp"
 
@@ -20,9 +21,7 @@ Json to_json(const ImageConfig& config) {
 }  // namespace
 
 std::string reference_file(const ImageReference& reference) {
-  Sha256 digest;
-  digest.update(reference.to_string());
-  return digest.finish_hex().substr(0, 32) + ".json";
+  return sha256_hex(reference.to_string()).substr(0, 32) + ".json";
 }
 
 std::string id_hex(const std::string& id) {
