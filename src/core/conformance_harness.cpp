@@ -19,6 +19,16 @@ std::string dirname_of(const std::string& absolute) {
   return slash == 0 || slash == std::string::npos ? "/" : absolute.substr(0, slash);
 }
 
+// A failure can quote a 4096-byte path; a report line stays readable, cut on a UTF-8 boundary.
+std::string bounded(std::string detail) {
+  constexpr std::size_t kLimit = 600;
+  if (detail.size() <= kLimit) return detail;
+  std::size_t cut = kLimit;
+  while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80) --cut;
+  detail.resize(cut);
+  return detail + "…";
+}
+
 }  // namespace
 
 // ---- subjects and paths ------------------------------------------------------------------------
@@ -213,6 +223,7 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
       result.detail = "raised " + describe(error);
     }
     result.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    result.detail = bounded(std::move(result.detail));
     results.push_back(std::move(result));
   }
   return results;

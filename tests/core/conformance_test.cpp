@@ -12,6 +12,7 @@
 #include "airlock/paths.hpp"
 #include "airlock/testing.hpp"
 #include "core/sandbox_doubles.hpp"
+#include "support/host_sandbox.hpp"
 
 namespace airlock::conformance {
 namespace {
@@ -359,6 +360,46 @@ TEST(Conformance, TheEgressSuiteNeedsItsPositiveControl) {
                                                       "https://denied.example/"));
   EXPECT_EQ(results.at("an-allowed-host-is-reachable").outcome, ProbeOutcome::failed);
   EXPECT_EQ(results.at("a-denied-host-is-refused").outcome, ProbeOutcome::passed);
+}
+
+// The probes' own guest commands — `ln -sfn`, `ln`, `mkfifo`, the race flips built from `rm`,
+// `ln`, `mkdir`, `mv` and redirections — run here on a real dash, coreutils and kernel, so a
+// planting mistake is found without any backend. The host double is no sandbox (it checks, then
+// reads; it cannot tell a hard link), so some properties may fail on it; the harness itself must
+// never be what failed, and whatever a plain lstat walk guarantees must hold.
+TEST(Conformance, TheProbesOwnGuestCommandsWorkOnARealShell) {
+  test_support::TempDir scratch;
+  test_support::HostSandbox host;
+  PosixGuestSubject subject(
+      host, scratch.path() + "/work",
+      CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out});
+  std::vector<ProbeResult> results = run_files_out_conformance(subject);
+  const auto files_in = run_files_in_conformance(subject);
+  results.insert(results.end(), files_in.begin(), files_in.end());
+  for (const auto& result : results) {
+    if (result.outcome != ProbeOutcome::failed) continue;
+    for (const char* harness : {"could not flip", "could not be driven", "never interleaved",
+                                "planting", "the guest could not", "` in the guest exited",
+                                "positive control"}) {
+      EXPECT_EQ(result.detail.find(harness), std::string::npos)
+          << result.probe << " failed in the harness: " << result.detail;
+    }
+  }
+  const auto named = by_name(results);
+  for (const char* walked :
+       {"a-legitimate-read-still-works", "a-link-is-named-a-link", "a-link-is-never-read",
+        "stat-through-a-linked-parent", "read-through-a-linked-parent",
+        "a-linked-working-directory", "a-linked-ancestor-of-the-working-directory",
+        "a-plain-parent-is-not-an-escape", "a-dangling-link-is-named-a-link",
+        "a-fifo-planted-as-an-output-is-never-read", "a-path-with-a-nul-byte-is-refused",
+        "a-path-through-a-linked-parent-is-refused", "a-linked-destination-is-refused-not-followed",
+        "every-byte-value-survives-the-round-trip"}) {
+    ASSERT_TRUE(named.contains(walked)) << walked;
+    EXPECT_EQ(named.at(walked).outcome, ProbeOutcome::passed)
+        << walked << ": " << named.at(walked).detail;
+  }
+  // Exec runs real processes here: every exec probe must hold, the kill included.
+  expect_all_passed(run_exec_conformance(subject));
 }
 
 TEST(Conformance, PathsShareAStringPrefixWithTheWorkDirectory) {

@@ -14,8 +14,8 @@
 #include "airlock/errors.hpp"
 #include "airlock/shell_roads.hpp"
 #include "airlock/testing.hpp"
-#include "core/host_shell_sandbox.hpp"
 #include "core/sandbox_doubles.hpp"
+#include "support/host_sandbox.hpp"
 
 namespace airlock {
 namespace {
@@ -364,19 +364,10 @@ namespace {
 
 class RealShellRoads : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "airlock-roads-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    scratch_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(scratch_, ignored);
-  }
-  std::string at(const std::string& relative) const { return (scratch_ / relative).string(); }
+  std::string at(const std::string& relative) const { return scratch_.path() + "/" + relative; }
 
-  std::filesystem::path scratch_;
-  test::HostShellSandbox shell_;
+  test_support::TempDir scratch_;
+  test_support::HostSandbox shell_;
 };
 
 TEST_F(RealShellRoads, BinaryBytesRoundTripThroughRealUtilities) {
