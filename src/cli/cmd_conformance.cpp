@@ -77,7 +77,8 @@ std::string host_of(const std::string& url, const std::string& flag) {
 
 json::Json capability_list(CapabilitySet set) {
   json::Json out = json::Json::array();
-  set.for_each([&out](Capability capability) { out.push_back(std::string(to_string(capability))); });
+  set.for_each(
+      [&out](Capability capability) { out.push_back(std::string(to_string(capability))); });
   return out;
 }
 
@@ -157,11 +158,12 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
     for (const auto& suite : suites) {
       json::Json probes = json::Json::array();
       for (const auto& result : suite.results) {
-        json::Json probe{{"probe", result.probe},
-                         {"why", result.why},
-                         {"result", std::string(conformance::to_string(result.outcome))},
-                         {"ms", static_cast<double>(static_cast<long>(result.milliseconds * 10)) / 10},
-                         {"reference", result.reference}};
+        json::Json probe{
+            {"probe", result.probe},
+            {"why", result.why},
+            {"result", std::string(conformance::to_string(result.outcome))},
+            {"ms", static_cast<double>(static_cast<long>(result.milliseconds * 10)) / 10},
+            {"reference", result.reference}};
         if (!result.detail.empty()) probe["detail"] = result.detail;
         probes.push_back(std::move(probe));
       }
@@ -200,7 +202,8 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
   for (const auto& suite : suites) {
     for (const auto& result : suite.results) {
       if (result.outcome != ProbeOutcome::failed) continue;
-      if (!header_printed) std::printf("\nfailures%s:\n", suite.status == "measured" ? " (measured)" : "");
+      if (!header_printed)
+        std::printf("\nfailures%s:\n", suite.status == "measured" ? " (measured)" : "");
       header_printed = true;
       std::printf("  %s/%s: %s\n    proves: %s\n", suite.suite.c_str(), result.probe.c_str(),
                   result.detail.c_str(), result.why.c_str());
@@ -211,7 +214,8 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
     std::printf("\nthe %s suite could not run: %s\n", suite.suite.c_str(), suite.reason.c_str());
   }
   std::string skipped_list;
-  for (const auto& suite : skipped_suites) skipped_list += (skipped_list.empty() ? "" : ", ") + suite;
+  for (const auto& suite : skipped_suites)
+    skipped_list += (skipped_list.empty() ? "" : ", ") + suite;
   std::printf("\n%d passed, %d failed, %d skipped; suites skipped: %s — %s\n", passed, failed,
               skipped, skipped_list.empty() ? "none" : skipped_list.c_str(),
               any_failure ? "NOT conformant" : "conformant");
@@ -230,9 +234,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
     }
   }
   if (options.allowed_url.empty() != options.denied_url.empty()) {
-    throw InvalidArgument("--allowed-url and --denied-url go together: the allowed host is the "
-                          "denied probe's positive control",
-                          "egress");
+    throw InvalidArgument(
+        "--allowed-url and --denied-url go together: the allowed host is the "
+        "denied probe's positive control",
+        "egress");
   }
   if (options.router.backends.empty() && options.router.config_file.empty()) {
     throw InvalidArgument("choose the backend to attack with --backend NAME", "backend");
@@ -250,9 +255,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
     for (const auto& [field, value] : kTestingDeclarations.items()) {
       if (!entry.contains(field)) entry[field] = value;
     }
-    notes.push_back("the testing backend declares what its in-process emulator serves: "
-                    "capabilities " + entry["capabilities"].dump() + ", egress " +
-                    entry["egress_modes"].dump());
+    notes.push_back(
+        "the testing backend declares what its in-process emulator serves: "
+        "capabilities " +
+        entry["capabilities"].dump() + ", egress " + entry["egress_modes"].dump());
   }
   // Learn the serving backend's rung with no floor, then route with the floor at that rung
   // (or at the operator's --min-isolation, which is honoured as given).
@@ -262,10 +268,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   if (!unfloored->enabled()) throw NoSandboxBackend("no sandbox backend is configured");
   const auto backend = unfloored->backend();
   RouterOptions router_options = unfloored->options();
-  router_options.min_isolation = options.router.min_isolation.empty()
-                                     ? backend->isolation()
-                                     : parse_isolation(options.router.min_isolation,
-                                                       "--min-isolation");
+  router_options.min_isolation =
+      options.router.min_isolation.empty()
+          ? backend->isolation()
+          : parse_isolation(options.router.min_isolation, "--min-isolation");
   router_options.selected = backend->name();
   const std::string floor_note =
       options.router.min_isolation.empty()
@@ -314,14 +320,14 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
                    const std::function<std::vector<ProbeResult>()>& run) {
     if (!wanted(suite)) return;
     if (!declared.contains(gate)) {
-      reports.push_back({suite, "skipped",
+      reports.push_back({suite,
+                         "skipped",
                          "backend does not declare " + std::string(to_string(gate)) +
                              "; the suite is refused rather than run green on nothing",
                          {}});
       if (gate == Capability::files_delete) {
-        SuiteReport measured = run_one(suite, [&] {
-          return conformance::measure_files_delete_probes(subject);
-        });
+        SuiteReport measured =
+            run_one(suite, [&] { return conformance::measure_files_delete_probes(subject); });
         measured.status = "measured";
         measured.reason = "measured without a verdict (files_delete is not declared):";
         reports.push_back(std::move(measured));
@@ -339,7 +345,8 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
         [&] { return conformance::run_files_delete_conformance(subject); });
   if (wanted("egress")) {
     if (options.allowed_url.empty()) {
-      reports.push_back({"egress", "skipped",
+      reports.push_back({"egress",
+                         "skipped",
                          "no --allowed-url/--denied-url given: the egress suite needs two hosts "
                          "that answer 2xx",
                          {}});
@@ -392,8 +399,9 @@ const bool kRegistered = register_command("conformance", [](CLI::App& app, Conte
   command->add_option("--work-dir", options->work_dir, "the guest working directory attacked")
       ->capture_default_str();
   command->add_option("--image", options->image, "the image the sandbox runs (backend's syntax)");
-  command->add_option("--exec-timeout", options->exec_timeout_seconds,
-                      "seconds one probe command may take")
+  command
+      ->add_option("--exec-timeout", options->exec_timeout_seconds,
+                   "seconds one probe command may take")
       ->capture_default_str();
   command->callback([options, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));

@@ -67,8 +67,7 @@ void PosixGuestSubject::run_planting(const std::vector<std::string>& argv,
   }
 }
 
-void PosixGuestSubject::plant_symlink(const std::string& absolute_path,
-                                      const std::string& target) {
+void PosixGuestSubject::plant_symlink(const std::string& absolute_path, const std::string& target) {
   run_planting({"ln", "-sfn", target, absolute_path}, "the link " + absolute_path);
 }
 
@@ -107,9 +106,12 @@ ConformancePaths plant_layout(ConformanceSubject& subject) {
 
 std::string_view to_string(ProbeOutcome outcome) noexcept {
   switch (outcome) {
-    case ProbeOutcome::passed: return "passed";
-    case ProbeOutcome::failed: return "failed";
-    case ProbeOutcome::skipped: return "skipped";
+    case ProbeOutcome::passed:
+      return "passed";
+    case ProbeOutcome::failed:
+      return "failed";
+    case ProbeOutcome::skipped:
+      return "skipped";
   }
   return "failed";
 }
@@ -123,7 +125,8 @@ std::string describe(const std::exception& error) {
   return std::string("an exception (") + error.what() + ")";
 }
 
-// ---- the probe context ---------------------------------------------------------------------------
+// ---- the probe context
+// ---------------------------------------------------------------------------
 
 ExecResult ProbeContext::run(std::vector<std::string> argv, const std::string& working_directory) {
   ExecOptions options;
@@ -159,17 +162,19 @@ std::string ProbeContext::guest_cat(const std::string& path) {
   return result.stdout_bytes;
 }
 
-// ---- the runner ----------------------------------------------------------------------------------
+// ---- the runner
+// ----------------------------------------------------------------------------------
 
 std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan& plan,
                                    const std::vector<ProbeDefinition>& probes) {
   const CapabilitySet declared = subject.capabilities();
   if (plan.gate && !declared.contains(*plan.gate)) {
-    throw InvalidArgument("conformance: the " + plan.suite + " suite needs a subject that declares '" +
-                              std::string(to_string(*plan.gate)) + "' (it declares " +
-                              to_string(declared) + "); a green run that attacked nothing is "
-                              "worse than no run",
-                          std::string(to_string(*plan.gate)));
+    throw InvalidArgument(
+        "conformance: the " + plan.suite + " suite needs a subject that declares '" +
+            std::string(to_string(*plan.gate)) + "' (it declares " + to_string(declared) +
+            "); a green run that attacked nothing is "
+            "worse than no run",
+        std::string(to_string(*plan.gate)));
   }
   ProbeContext context(subject, ConformancePaths::under(subject.working_directory()));
   std::vector<ProbeResult> results;
@@ -229,7 +234,8 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
   return results;
 }
 
-// ---- races ---------------------------------------------------------------------------------------
+// ---- races
+// ---------------------------------------------------------------------------------------
 
 RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
                const std::function<bool()>& to_benign, const std::function<void()>& attack,
@@ -271,7 +277,8 @@ RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
   stop = true;
   flipper.join();
   count.flips = flips.load();
-  if (!flip_error.empty()) context.fail("the race could not be driven: flipping raised " + flip_error);
+  if (!flip_error.empty())
+    context.fail("the race could not be driven: flipping raised " + flip_error);
   if (count.flips < 2 || count.attacks < 2) {
     context.fail("the race never interleaved (" + std::to_string(count.flips) + " flips, " +
                  std::to_string(count.attacks) + " attacks): nothing was proved");
@@ -288,7 +295,8 @@ std::string overlong_path(const ConformancePaths& paths) {
 
 }  // namespace detail
 
-// ---- entry points --------------------------------------------------------------------------------
+// ---- entry points
+// --------------------------------------------------------------------------------
 
 using detail::run_suite;
 using detail::SuitePlan;

@@ -1,5 +1,7 @@
 // The shell roads against the in-process emulator: whole-or-nothing writes, probes that
 // classify refusals, caps before any byte moves, and unknown ends said so.
+#include "airlock/shell_roads.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
-#include "airlock/shell_roads.hpp"
 #include "airlock/testing.hpp"
 #include "core/sandbox_doubles.hpp"
 #include "support/host_sandbox.hpp"
@@ -100,8 +101,7 @@ TEST(ShellRoads, AWriteIsChunkedStagedAndMovedIntoPlaceWhole) {
   EXPECT_NE(lines[1].find(".airlock-stage-"), std::string::npos);
   EXPECT_EQ(lines.back().rfind("mv -f -- '/tmp/.airlock-stage-", 0), 0u) << lines.back();
   // No staging file is left behind.
-  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root())
-                .stdout_bytes,
+  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root()).stdout_bytes,
             "target.txt\n");
 }
 
@@ -125,7 +125,8 @@ TEST(ShellRoads, ALinkInThePathIsAnInvalidPath) {
   roads.memory->seed_file("/outside/secret.txt", "secret");
   roads.memory->seed_symlink("/tmp/linked", "/outside");
   roads.memory->seed_symlink("/tmp/link-file", "/outside/secret.txt");
-  EXPECT_EQ(refusal_of([&] { roads.write("/tmp/linked/new.txt", "x"); }), FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] { roads.write("/tmp/linked/new.txt", "x"); }),
+            FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/link-file", "x"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/linked/secret.txt"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/link-file"); }), FileRefusal::invalid_path);
@@ -158,8 +159,7 @@ TEST(ShellRoads, PermissionsOnTheTargetAndItsDirectoryAreClassified) {
   Roads roads;
   roads.memory->seed_file("/tmp/unreadable.txt", "x");
   roads.memory->set_mode("/tmp/unreadable.txt", 0200);
-  EXPECT_EQ(refusal_of([&] { roads.read("/tmp/unreadable.txt"); }),
-            FileRefusal::permission_denied);
+  EXPECT_EQ(refusal_of([&] { roads.read("/tmp/unreadable.txt"); }), FileRefusal::permission_denied);
   roads.memory->seed_file("/tmp/readonly.txt", "keep");
   roads.memory->set_mode("/tmp/readonly.txt", 0444);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/readonly.txt", "x"); }),
@@ -180,9 +180,7 @@ TEST(ShellRoads, ADirectoryTargetIsIsDirectory) {
 
 TEST(ShellRoads, ANonRegularTargetIsRefusedWithoutReadingIt) {
   Roads roads;
-  ASSERT_EQ(roads.memory->exec(Command::argv({"mkfifo", "/tmp/fifo"}), in_root())
-                .exit_code,
-            0);
+  ASSERT_EQ(roads.memory->exec(Command::argv({"mkfifo", "/tmp/fifo"}), in_root()).exit_code, 0);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/fifo"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/fifo", "x"); }), FileRefusal::invalid_path);
 }
@@ -211,11 +209,17 @@ TEST(ShellRoads, CapsAreAppliedBeforeAnyByteMoves) {
     ADD_FAILURE() << "expected TransferCapExceeded";
     return std::string();
   };
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{10, 100, 1}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{10, 100, 1});
+            }),
             "files_in.max_bytes_per_file");
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{100, 10, 1}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{100, 10, 1});
+            }),
             "files_in.max_total_bytes");
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", "x", TransferLimits{100, 100, 0}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", "x", TransferLimits{100, 100, 0});
+            }),
             "files_in.max_files");
   EXPECT_EQ(roads.sandbox.execs, 0) << "a command ran before the caps were applied";
   roads.memory->seed_file("/tmp/large.txt", std::string(100, 'l'));
@@ -312,9 +316,8 @@ TEST(ShellRoads, ACommandThatEndedBadlyIsFailedAndCleansUp) {
     EXPECT_NE(std::string(failed.what()).find("No space left"), std::string::npos);
   }
   EXPECT_FALSE(roads.memory->exists("/tmp/full.txt"));
-  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root())
-                .stdout_bytes,
-            "") << "the staging file was left behind";
+  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root()).stdout_bytes, "")
+      << "the staging file was left behind";
 }
 
 TEST(ShellRoads, AShortStagedFileIsNeverMovedIntoPlace) {
@@ -398,10 +401,9 @@ TEST_F(RealShellRoads, RealLinksFifosAndDirectoriesAreClassified) {
   ASSERT_EQ(::mkfifo(at("fifo").c_str(), 0600), 0);
   EXPECT_EQ(refusal_of([&] { write_file_over_exec(shell_, at("linked/x"), "x", "/", kTimeout); }),
             FileRefusal::invalid_path);
-  EXPECT_EQ(refusal_of([&] {
-              read_file_over_exec(shell_, at("linked/secret.txt"), "/", kTimeout, 100);
-            }),
-            FileRefusal::invalid_path);
+  EXPECT_EQ(
+      refusal_of([&] { read_file_over_exec(shell_, at("linked/secret.txt"), "/", kTimeout, 100); }),
+      FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("fifo"), "/", kTimeout, 100); }),
             FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("outside"), "/", kTimeout, 100); }),

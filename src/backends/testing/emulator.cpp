@@ -112,7 +112,9 @@ std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulat
   return fields;
 }
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
+std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
 
 }  // namespace
 
@@ -147,9 +149,9 @@ void InProcessSandbox::Emulator::emit(std::string& stream, std::string_view byte
 void InProcessSandbox::Emulator::check_deadline() {
   if (options_.stop.stop_requested()) throw Timeout("cancelled", true, stdout_, stderr_);
   if (std::chrono::steady_clock::now() >= deadline_) {
-    throw Timeout("the command did not finish within " +
-                      std::to_string(options_.timeout.count()) + " ms",
-                  true, stdout_, stderr_);
+    throw Timeout(
+        "the command did not finish within " + std::to_string(options_.timeout.count()) + " ms",
+        true, stdout_, stderr_);
   }
 }
 
@@ -245,11 +247,10 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
           enum class Kind { frame_out, frame_err, pipe, file, discard } kind;
           std::string path;
         };
-        Destination destinations[3] = {{Destination::Kind::discard, {}},
-                                       {last ? Destination::Kind::frame_out
-                                             : Destination::Kind::pipe,
-                                        {}},
-                                       {Destination::Kind::frame_err, {}}};
+        Destination destinations[3] = {
+            {Destination::Kind::discard, {}},
+            {last ? Destination::Kind::frame_out : Destination::Kind::pipe, {}},
+            {Destination::Kind::frame_err, {}}};
         Io io;
         io.input = std::move(piped);
         piped.reset();
@@ -313,11 +314,20 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
         auto route = [&](const Destination& destination, const std::string& bytes) {
           if (bytes.empty()) return;
           switch (destination.kind) {
-            case Destination::Kind::frame_out: frame.out(bytes); break;
-            case Destination::Kind::frame_err: frame.err(bytes); break;
-            case Destination::Kind::pipe: pipe_out += bytes; break;
-            case Destination::Kind::file: append_bytes(destination.path, bytes); break;
-            case Destination::Kind::discard: break;
+            case Destination::Kind::frame_out:
+              frame.out(bytes);
+              break;
+            case Destination::Kind::frame_err:
+              frame.err(bytes);
+              break;
+            case Destination::Kind::pipe:
+              pipe_out += bytes;
+              break;
+            case Destination::Kind::file:
+              append_bytes(destination.path, bytes);
+              break;
+            case Destination::Kind::discard:
+              break;
           }
         };
         route(destinations[1], io.out);
@@ -331,7 +341,8 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
   return status;
 }
 
-// ---- the filesystem ------------------------------------------------------------------------------
+// ---- the filesystem
+// ------------------------------------------------------------------------------
 
 InProcessSandbox::Emulator::Lookup InProcessSandbox::Emulator::lookup(const std::string& cwd,
                                                                       std::string_view path,
@@ -532,8 +543,7 @@ int InProcessSandbox::Emulator::open_for_write(const std::string& cwd, const std
   return 0;
 }
 
-void InProcessSandbox::Emulator::append_bytes(const std::string& absolute,
-                                              std::string_view bytes) {
+void InProcessSandbox::Emulator::append_bytes(const std::string& absolute, std::string_view bytes) {
   std::lock_guard lock(sandbox_.mutex_);
   auto found = sandbox_.nodes_.find(absolute);
   if (found == sandbox_.nodes_.end()) {

@@ -44,7 +44,7 @@ struct Redirection {
   enum class Operation { write, append, read, duplicate };
   int fd = 1;
   Operation operation = Operation::write;
-  Word target;         // write/append/read
+  Word target;           // write/append/read
   int duplicate_of = 1;  // duplicate: `fd>&duplicate_of`
 };
 
@@ -156,8 +156,8 @@ class InProcessSandbox::Emulator {
  private:
   struct Lookup {
     int error = 0;
-    std::string path;                // where the entry is (or would be created)
-    std::optional<EntryKind> kind;   // nullopt: nothing there
+    std::string path;               // where the entry is (or would be created)
+    std::optional<EntryKind> kind;  // nullopt: nothing there
   };
   Lookup lookup(const std::string& cwd, std::string_view path, bool follow_final) const;
   unsigned mode_of(const std::string& absolute) const;

@@ -30,8 +30,8 @@ class Emulator : public ::testing::Test {
     return sandbox.exec(Command::argv(std::move(arguments)), options);
   }
 
-  InProcessSandbox sandbox{InProcessSandboxOptions{{{"python3", "scripted"}}, nullptr, "default",
-                                                   "in-process-1", true}};
+  InProcessSandbox sandbox{
+      InProcessSandboxOptions{{{"python3", "scripted"}}, nullptr, "default", "in-process-1", true}};
 };
 
 TEST_F(Emulator, ArgvRunsAndExitCodesAreFaithful) {
@@ -59,9 +59,11 @@ TEST_F(Emulator, SyntaxOutsideTheSubsetIsNeverHalfRun) {
   for (const std::string line :
        {"printf x > /work/f; echo $(id)", "printf x > /work/f; if true; then :; fi",
         "printf x > /work/f; ls *", "printf x > /work/f; python3 -c 1", "X=1 printf x > /work/f",
-        "printf x > /work/f & wait", "printf x > /work/f; echo $HOME", "printf x > /work/f; `id`"}) {
+        "printf x > /work/f & wait", "printf x > /work/f; echo $HOME",
+        "printf x > /work/f; `id`"}) {
     const auto result = sh(line);
-    EXPECT_EQ(result.stdout_bytes, line.find("python3") != std::string::npos ? "scripted" : "default")
+    EXPECT_EQ(result.stdout_bytes,
+              line.find("python3") != std::string::npos ? "scripted" : "default")
         << line;
     EXPECT_FALSE(sandbox.exists("/work/f")) << line;
   }
@@ -154,7 +156,9 @@ TEST_F(Emulator, PipelinesAndBase64RoundTripBinary) {
   const auto encoded = sh("printf '\\000\\377\\001abc' | base64");
   EXPECT_EQ(encoded.stdout_bytes, "AP8BYWJj\n");
   const auto decoded = sh("printf '%s' AP8BYWJj | base64 -d > bin && wc -c < bin && cat bin");
-  EXPECT_EQ(decoded.stdout_bytes, std::string("6\n\0\xff\x01" "abc", 8));
+  EXPECT_EQ(decoded.stdout_bytes, std::string("6\n\0\xff\x01"
+                                              "abc",
+                                              8));
   EXPECT_EQ(sh("printf '!!' | base64 -d").exit_code, 1);
   EXPECT_EQ(sh("printf abc > x; wc -c x").stdout_bytes, "3 x\n");
 }
