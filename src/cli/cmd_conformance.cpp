@@ -25,9 +25,11 @@ const std::vector<std::string> kSuites = {"files_out", "files_in", "files_delete
 
 // What the in-process fake really serves when its exec is the emulator: the file plane, the
 // emulated shell, and no network at all (so `closed` is honest and `allowlist` is not).
+// A command line the emulator cannot run fails as in a guest without it, never "succeeds".
 const json::Json kTestingDeclarations = {
     {"capabilities", {"exec", "files_in", "files_out", "files_list", "files_delete"}},
-    {"egress_modes", {"closed"}}};
+    {"egress_modes", {"closed"}},
+    {"unemulated_commands", "not_found"}};
 
 struct ConformanceOptions {
   RouterFlags router;
@@ -255,10 +257,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
     for (const auto& [field, value] : kTestingDeclarations.items()) {
       if (!entry.contains(field)) entry[field] = value;
     }
-    notes.push_back(
-        "the testing backend declares what its in-process emulator serves: "
-        "capabilities " +
-        entry["capabilities"].dump() + ", egress " + entry["egress_modes"].dump());
+    notes.push_back("the testing backend declares what its in-process emulator serves: "
+                    "capabilities " + entry["capabilities"].dump() + ", egress " +
+                    entry["egress_modes"].dump() + "; command lines it cannot emulate: " +
+                    entry["unemulated_commands"].dump());
   }
   // Learn the serving backend's rung with no floor, then route with the floor at that rung
   // (or at the operator's --min-isolation, which is honoured as given).

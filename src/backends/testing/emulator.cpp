@@ -2,6 +2,7 @@
 // ceiling) and its filesystem, which is the in-process sandbox's own node map.
 #include "backends/testing/emulator.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
@@ -99,6 +100,8 @@ std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulat
       value = std::to_string(frame.positional.empty() ? 0 : frame.positional.size() - 1);
     } else if (name == "?") {
       value = std::to_string(frame.last_status);
+    } else if (name == "$") {
+      value = std::to_string(frame.process_id);
     } else {
       const std::size_t index = std::stoul(name);
       if (index < frame.positional.size()) value = frame.positional[index];
@@ -192,8 +195,10 @@ std::optional<ExecResult> InProcessSandbox::Emulator::run(const Command& command
   }
 
   std::string stdin_bytes = options_.stdin_bytes;
+  static std::atomic<long> next_process_id{100};
   Frame frame;
   frame.cwd = cwd;
+  frame.process_id = ++next_process_id;
   frame.shared_stdin = &stdin_bytes;
   frame.out = [this](std::string_view bytes) { emit(stdout_, bytes); };
   frame.err = [this](std::string_view bytes) { emit(stderr_, bytes); };

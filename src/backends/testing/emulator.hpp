@@ -26,7 +26,8 @@ namespace airlock::testing {
 
 namespace emulation {
 
-// One piece of a word: literal text, or a positional/special parameter ($1, $@, $#, $?, $0).
+// One piece of a word: literal text, or a positional/special parameter ($1, $@, $#, $?, $0,
+// $$).
 struct WordPart {
   enum class Kind { literal, parameter };
   Kind kind = Kind::literal;
@@ -104,6 +105,7 @@ class InProcessSandbox::Emulator {
     std::function<void(std::string_view)> out;
     std::function<void(std::string_view)> err;
     std::string* shared_stdin = nullptr;  // the exec's stdin, consumed by the first reader
+    long process_id = 0;                  // $$: distinct for every exec
   };
   // One command's streams. `input` is piped or redirected stdin (nullopt: the frame's).
   struct Io {

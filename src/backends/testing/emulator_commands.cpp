@@ -511,6 +511,7 @@ int run_sh(Emulator& emulator, Emulator::Frame& frame, const Arguments& argument
   }
   Emulator::Frame inner;
   inner.cwd = frame.cwd;
+  inner.process_id = frame.process_id + 1;
   if (arguments.size() > 3) {
     inner.positional.assign(arguments.begin() + 3, arguments.end());
   } else {

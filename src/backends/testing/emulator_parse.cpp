@@ -134,7 +134,7 @@ class Lexer {
   bool parameter(Word& out, bool quoted) {
     const char next = peek(1);
     if (std::isdigit(static_cast<unsigned char>(next)) || next == '@' || next == '*' ||
-        next == '#' || next == '?') {
+        next == '#' || next == '?' || next == '$') {
       out.parts.push_back({WordPart::Kind::parameter, std::string(1, next), quoted});
       position_ += 2;
       return true;
@@ -148,8 +148,8 @@ class Lexer {
       position_ = end + 1;
       return true;
     }
-    if (next == '(' || next == '$' || next == '!' || next == '-' || is_name_start(next)) {
-      return false;  // command substitution, arithmetic, pids, options, named variables
+    if (next == '(' || next == '!' || next == '-' || is_name_start(next)) {
+      return false;  // command substitution, arithmetic, job pids, options, named variables
     }
     literal(out, '$', quoted);  // a lone '$' is literal
     ++position_;

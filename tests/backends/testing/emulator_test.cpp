@@ -70,6 +70,28 @@ TEST_F(Emulator, SyntaxOutsideTheSubsetIsNeverHalfRun) {
   EXPECT_EQ(sandbox.commands().size(), 8u);
 }
 
+TEST_F(Emulator, EachExecHasAProcessIdOfItsOwn) {
+  const std::string first = sh("printf $$").stdout_bytes;
+  const std::string second = sh("printf \"$$\"").stdout_bytes;
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(first, second);
+  EXPECT_EQ(sh("mkdir d && mv d \"d.$$\" && ls").stdout_bytes.rfind("d.", 0), 0u);
+}
+
+TEST(EmulatorFallback, UnemulatedCommandsCanFailLikeAGuestWithoutThem) {
+  InProcessSandboxOptions options;
+  options.unemulated_not_found = true;
+  options.outputs = {{"python3", "scripted"}};
+  InProcessSandbox sandbox(options);
+  ExecOptions at_root;
+  at_root.working_directory = "/";
+  const auto missing = sandbox.exec(Command::shell("curl -s https://example.com/"), at_root);
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.stderr_text().find("not found"), std::string::npos);
+  // A scripted marker still answers.
+  EXPECT_EQ(sandbox.exec(Command::shell("python3 -c 1"), at_root).stdout_bytes, "scripted");
+}
+
 TEST_F(Emulator, TheWorkingDirectoryIsHonouredAndMustExist) {
   sandbox.seed_directory("/work/sub");
   EXPECT_EQ(argv({"pwd"}, "/work/sub").stdout_bytes, "/work/sub\n");
