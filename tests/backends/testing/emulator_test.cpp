@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/testing.hpp"
 
@@ -90,6 +91,19 @@ TEST(EmulatorFallback, UnemulatedCommandsCanFailLikeAGuestWithoutThem) {
   EXPECT_NE(missing.stderr_text().find("not found"), std::string::npos);
   // A scripted marker still answers.
   EXPECT_EQ(sandbox.exec(Command::shell("python3 -c 1"), at_root).stdout_bytes, "scripted");
+}
+
+TEST(EmulatorFallback, TheFactoryChoosesHowUnemulatedCommandsAnswer) {
+  const auto backend =
+      make_backend("testing", json::Json{{"unemulated_commands", "not_found"}}, "backend");
+  SandboxSpec::Fields fields;
+  fields.kind = "k";
+  const auto sandbox = backend->acquire(SandboxKey{"s", "t", "a"}, SandboxSpec(fields));
+  ExecOptions at_root;
+  at_root.working_directory = "/";
+  EXPECT_EQ(sandbox->exec(Command::shell("curl x"), at_root).exit_code, 127);
+  EXPECT_THROW(make_backend("testing", json::Json{{"unemulated_commands", "maybe"}}, "backend"),
+               InvalidArgument);
 }
 
 TEST_F(Emulator, TheWorkingDirectoryIsHonouredAndMustExist) {
