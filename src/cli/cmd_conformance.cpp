@@ -38,7 +38,7 @@ struct ConformanceOptions {
   std::string allowed_url;
   std::string denied_url;
   std::vector<std::string> egress_allow;
-  std::string work_dir = "/tmp/airlock-conformance/work";
+  std::string work_dir = kDefaultWorkDir;
   std::string image;
   double exec_timeout_seconds = 60;
   bool list = false;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/testing.hpp"
 #include "core/sandbox_doubles.hpp"
@@ -411,6 +413,112 @@ TEST_F(RealShellRoads, RealLinksFifosAndDirectoriesAreClassified) {
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("absent"), "/", kTimeout, 100); }),
             FileRefusal::not_found);
   EXPECT_FALSE(std::filesystem::exists(at("outside/x")));
+}
+
+}  // namespace
+}  // namespace airlock
+
+// ---- the same roads against the linux backend, for paths outside the work directory ---------
+
+namespace airlock {
+namespace {
+
+// Reaches the linux backend through the factory by name (core's tests include no backend), and
+// skips loudly when it is not in this tree or cannot run here.
+class ShellRoadsOnLinux : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: the linux backend needs root here";
+    try {
+      backend_ = make_backend("linux", json::Json{{"state_dir", state_.path()}}, "backend");
+    } catch (const InvalidArgument& refused) {
+      if (refused.message().find("unknown backend type") == std::string::npos) throw;
+      GTEST_SKIP() << "SKIPPED: the linux backend is not in this tree (" << refused.message()
+                   << ")";
+    }
+    SandboxSpec::Fields fields;
+    fields.kind = "shell-roads";
+    sandbox_ = backend_->acquire(key_, SandboxSpec(fields));
+  }
+  void TearDown() override {
+    sandbox_.reset();
+    if (backend_) {
+      backend_->dispose(key_);
+      backend_->purge_all();
+    }
+  }
+  ExecResult sh(const std::string& line) {
+    ExecOptions options;
+    options.working_directory = "/";
+    options.timeout = kTimeout;
+    return sandbox_->exec(Command::shell(line), options);
+  }
+
+  test_support::TempDir state_;
+  SandboxKey key_{"shell-roads", "linux", "test"};
+  std::shared_ptr<SandboxBackend> backend_;
+  std::shared_ptr<Sandbox> sandbox_;
+};
+
+TEST_F(ShellRoadsOnLinux, AWriteOutsideTheWorkDirectoryLandsWholeAndReadsBack) {
+  std::string payload;
+  for (int i = 0; i < 300'000; ++i) payload += static_cast<char>((i * 131 + 7) & 0xFF);
+  write_file_over_exec(*sandbox_, "/tmp/roads/deep/file.bin", payload, kDefaultWorkDir, kTimeout);
+  EXPECT_EQ(read_file_over_exec(*sandbox_, "/tmp/roads/deep/file.bin", kDefaultWorkDir, kTimeout,
+                                payload.size()),
+            payload);
+  EXPECT_EQ(sh("ls -A /tmp/roads/deep").stdout_bytes, "file.bin\n") << "a staging file was left";
+  EXPECT_EQ(sh("wc -c < /tmp/roads/deep/file.bin").stdout_text().find("300000"), 0u);
+}
+
+TEST_F(ShellRoadsOnLinux, ALinkPlantedByTheGuestIsAnInvalidPath) {
+  ASSERT_EQ(sh("mkdir -p /tmp/outside && printf secret > /tmp/outside/secret.txt && "
+               "ln -s /tmp/outside /tmp/linked")
+                .exit_code,
+            0);
+  EXPECT_EQ(refusal_of([&] {
+              write_file_over_exec(*sandbox_, "/tmp/linked/new.txt", "x", "/", kTimeout);
+            }),
+            FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] {
+              read_file_over_exec(*sandbox_, "/tmp/linked/secret.txt", "/", kTimeout, 100);
+            }),
+            FileRefusal::invalid_path);
+  EXPECT_NE(sh("test -e /tmp/outside/new.txt").exit_code, 0);
+}
+
+TEST_F(ShellRoadsOnLinux, AFifoMissingFilesAndDirectoriesAreClassifiedWithoutHanging) {
+  ASSERT_EQ(sh("mkfifo /tmp/fifo").exit_code, 0);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp/fifo", "/", kTimeout, 100); }),
+            FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp/absent", "/", kTimeout, 100); }),
+            FileRefusal::not_found);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp", "/", kTimeout, 100); }),
+            FileRefusal::is_directory);
+}
+
+TEST_F(ShellRoadsOnLinux, TheReadOnlyHostRootIsPermissionDeniedAndStaysUntouched) {
+  // The host root is mounted read-only in the guest: the probe sees it cannot write there.
+  EXPECT_EQ(refusal_of([&] {
+              write_file_over_exec(*sandbox_, "/etc/airlock-roads-probe", "x", "/", kTimeout);
+            }),
+            FileRefusal::permission_denied);
+  EXPECT_FALSE(std::filesystem::exists("/etc/airlock-roads-probe"));
+  const ExecResult hostname = sh("cat /etc/hostname");
+  if (hostname.exit_code == 0) {
+    EXPECT_EQ(read_file_over_exec(*sandbox_, "/etc/hostname", "/", kTimeout, 4096),
+              hostname.stdout_bytes);
+  }
+}
+
+TEST_F(ShellRoadsOnLinux, CapsAreAppliedBeforeAnyCommand) {
+  EXPECT_THROW(write_file_over_exec(*sandbox_, "/tmp/big", std::string(11, 'x'), "/", kTimeout,
+                                    TransferLimits{10, 100, 1}),
+               TransferCapExceeded);
+  EXPECT_NE(sh("test -e /tmp/big").exit_code, 0);
+  ASSERT_EQ(sh("head -c 5000 /dev/zero > /tmp/large").exit_code, 0);
+  EXPECT_THROW(read_file_over_exec(*sandbox_, "/tmp/large", "/", kTimeout, 4999),
+               TransferCapExceeded);
 }
 
 }  // namespace
