@@ -142,6 +142,7 @@ struct ProbeResult {
   std::string why;  // the property the probe proves
   ProbeOutcome outcome = ProbeOutcome::passed;
   std::string detail;  // what happened instead (failed), or why it was skipped
+  std::string note;    // evidence a probe records, e.g. how many attacks met how many flips
   double milliseconds = 0;
   bool reference = true;  // one of the reference's probes (false: airlock's own)
 };

@@ -167,6 +167,7 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
             {"ms", static_cast<double>(static_cast<long>(result.milliseconds * 10)) / 10},
             {"reference", result.reference}};
         if (!result.detail.empty()) probe["detail"] = result.detail;
+        if (!result.note.empty()) probe["note"] = result.note;
         probes.push_back(std::move(probe));
       }
       json::Json entry{{"suite", suite.suite}, {"status", suite.status}, {"probes", probes}};
@@ -194,10 +195,12 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
     }
     for (const auto& result : suite.results) {
       const std::string outcome(conformance::to_string(result.outcome));
+      // A skip says why; a passed race says how hard it attacked.
+      const std::string& aside = result.outcome == ProbeOutcome::skipped ? result.detail
+                                 : result.outcome == ProbeOutcome::passed ? result.note
+                                                                          : std::string();
       std::printf("%-13s %-62s %-8s %8.1f%s%s\n", suite.suite.c_str(), result.probe.c_str(),
-                  outcome.c_str(), result.milliseconds,
-                  result.outcome == ProbeOutcome::skipped ? "  " : "",
-                  result.outcome == ProbeOutcome::skipped ? result.detail.c_str() : "");
+                  outcome.c_str(), result.milliseconds, aside.empty() ? "" : "  ", aside.c_str());
     }
   }
   bool header_printed = false;

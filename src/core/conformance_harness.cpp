@@ -211,6 +211,7 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
       continue;
     }
     const auto started = Clock::now();
+    context.take_note();
     try {
       probe.run(context);
       result.outcome = ProbeOutcome::passed;
@@ -229,6 +230,7 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
     }
     result.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
     result.detail = bounded(std::move(result.detail));
+    result.note = context.take_note();
     results.push_back(std::move(result));
   }
   return results;
@@ -277,6 +279,12 @@ RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
   stop = true;
   flipper.join();
   count.flips = flips.load();
+  context.note(std::to_string(count.attacks) + " attacks met " + std::to_string(count.flips) +
+               " flips in " +
+               std::to_string(std::chrono::duration_cast<Milliseconds>(Clock::now() - deadline +
+                                                                       budget)
+                                  .count()) +
+               " ms");
   if (!flip_error.empty())
     context.fail("the race could not be driven: flipping raised " + flip_error);
   if (count.flips < 2 || count.attacks < 2) {
