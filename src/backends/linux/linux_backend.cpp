@@ -70,6 +70,42 @@ std::vector<ResourceLimit> guest_resource_limits() {
   };
 }
 
+// With image "host", the work dir must be makeable: under /tmp or /run (private tmpfs), under a
+// first component the host root lacks (a scratch tmpfs), or an existing host directory reached
+// without links (covered by the work storage). Anything else would need a new directory in the
+// read-only host root.
+void check_host_work_dir(const std::string& work_dir) {
+  const std::string first = work_dir.substr(1, work_dir.find('/', 1) - 1);
+  if (first == "tmp" || first == "run") return;
+  struct stat info {};
+  if (::lstat(("/" + first).c_str(), &info) != 0) return;
+  std::string prefix;
+  std::size_t start = 1;
+  while (start <= work_dir.size()) {
+    std::size_t end = work_dir.find('/', start);
+    if (end == std::string::npos) end = work_dir.size();
+    prefix += "/" + work_dir.substr(start, end - start);
+    start = end + 1;
+    if (::lstat(prefix.c_str(), &info) != 0) {
+      throw InvalidArgument("work_dir '" + work_dir + "': " + prefix +
+                                " does not exist and cannot be made, because the host root is "
+                                "read-only in an image \"host\" sandbox; use a work dir whose "
+                                "first component the host lacks (the default /maf-sandbox/work), "
+                                "or one under /tmp",
+                            "work_dir");
+    }
+    if (S_ISLNK(info.st_mode)) {
+      throw InvalidArgument("work_dir '" + work_dir + "' passes through the link " + prefix +
+                                "; the file plane refuses every path through a link",
+                            "work_dir");
+    }
+    if (!S_ISDIR(info.st_mode)) {
+      throw InvalidArgument("work_dir '" + work_dir + "': " + prefix + " is not a directory",
+                            "work_dir");
+    }
+  }
+}
+
 }  // namespace
 
 LinuxBackend::LinuxBackend(LinuxBackendConfig config)
@@ -213,6 +249,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
                             "work_dir");
     }
   }
+  if (image.kind == RootKind::host) check_host_work_dir(work_dir);
   const std::string& filter = seccomp_filter();
   const std::filesystem::path& helper = init_path();
 

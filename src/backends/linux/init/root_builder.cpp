@@ -213,21 +213,34 @@ void build_host_root(const SpawnConfig& config) {
   UniqueFd root_fd = open_root(config);
   const auto parts = components(config.guest_work_dir);
   if (parts.empty()) fail("work_dir", EINVAL);
-  // A work dir whose first component the host root lacks lives in the root tmpfs: make its
-  // mount point now, while that tmpfs is still writable.
+  // A work dir whose first component the host root lacks gets a scratch tmpfs there (owned by
+  // the guest root), so the work dir's neighbours are writable as they would be in an image.
+  bool scratch_parent = false;
   {
     struct stat info {};
     if (::fstatat(root_fd.get(), parts.front().c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
-      (void)ensure_directory(root_fd.get(), config.guest_work_dir, -1, "work_dir mount point");
+      if (::mkdirat(root_fd.get(), parts.front().c_str(), 0755) != 0) {
+        fail("work_dir mount point", errno);
+      }
+      scratch_parent = true;
     }
   }
   make_read_only(root, true, "make the host root read-only");
   hide_paths(config, root_fd.get());
   mount_scratch(root_fd.get(), "tmp", "1777", -1);
   mount_scratch(root_fd.get(), "run", "0755", -1);
+  if (scratch_parent) {
+    const int owner = guest_root_owner(config);
+    std::string options = "mode=0755";
+    if (owner != -1) options += ",uid=" + std::to_string(owner) + ",gid=" + std::to_string(owner);
+    UniqueFd parent = ensure_directory(root_fd.get(), parts.front(), -1, "work_dir parent");
+    must_mount("tmpfs", fd_path(parent.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
+               "tmpfs /" + parts.front());
+  }
   // Inside /tmp or /run (or an existing host directory) the mount point is made now; under a
   // read-only host directory it cannot be, and the step fails naming the work dir.
-  UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir, -1,
+  UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir,
+                                   scratch_parent ? guest_root_owner(config) : -1,
                                    "work_dir " + config.guest_work_dir);
   must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "", "bind the work dir");
   remount(root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV, "work dir mount flags");

@@ -52,6 +52,10 @@ struct Leaf {
   std::string name;
   UniqueFd directory;  // O_PATH
   bool busy = false;
+  // Written to cgroup.kill once. Never reused afterwards: a child cloned into a cgroup that was
+  // killed before can be killed on arrival (the kernel compares kill generations of the parent's
+  // and the destination's cgroups), so a killed leaf is removed once empty.
+  bool killed = false;
 };
 
 struct Connection {
@@ -286,7 +290,7 @@ void Server::release_leaf(Leaf* finished) {
   }
   std::size_t spare = 0;
   for (auto it = leaves_.begin(); it != leaves_.end();) {
-    if (!(*it)->busy && ++spare > kSpareLeaves) {
+    if (!(*it)->busy && ((*it)->killed || ++spare > kSpareLeaves)) {
       (*it)->directory.reset();
       ::unlinkat(resources_.command_cgroup, (*it)->name.c_str(), AT_REMOVEDIR);
       it = leaves_.erase(it);
@@ -385,6 +389,7 @@ bool Server::group_empty(const Connection& connection) const {
 void Server::kill_command(Connection& connection, std::uint32_t reason) {
   connection.exit_flags |= reason | protocol::kKillChecked;
   if (connection.leaf != nullptr) {
+    connection.leaf->killed = true;
     UniqueFd kill_file(::openat(connection.leaf->directory.get(), "cgroup.kill",
                                 O_WRONLY | O_CLOEXEC));
     if (kill_file) {
