@@ -6,6 +6,11 @@
 //                                                  to be killed
 //   linux_test_host STATE_DIR churn SCOPE          acquire, exec and dispose in a loop until
 //                                                  killed (a crash lands at a random step)
+//   linux_test_host STATE_DIR probe SCOPE          acquire one sandbox and report, one fact per
+//                                                  line, what its boundary looks like; then
+//                                                  purge everything
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -59,6 +64,45 @@ int main(int argc, char** argv) {
       }
       std::cout << "ready" << std::endl;
       for (;;) ::pause();
+    }
+    if (mode == "probe") {
+      auto sandbox = backend->acquire(key, spec_for("probe"));
+      const ExecResult facts = sandbox->exec(
+          Command::shell("echo uid=$(id -u); grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "
+                         "/proc/self/status | tr -d '\t'; echo procs=$(ls /proc | grep -c "
+                         "'^[0-9]'); echo x > /usr/probe 2>/dev/null && echo usr=writable || "
+                         "echo usr=read-only; cat /etc/shadow >/dev/null 2>&1 && echo shadow=read "
+                         "|| echo shadow=denied; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d "
+                         "' ' | sed 's/^/netdev=/'"),
+          quick());
+      std::cout << facts.stdout_bytes;
+      sandbox->write_file("a/b.txt", "round trip", kDefaultWorkDir);
+      std::cout << "file=" << sandbox->read_file("a/b.txt", kDefaultWorkDir, 100) << "\n";
+      sandbox->exec(Command::shell("ln -s /etc link"), quick());
+      try {
+        sandbox->write_file("link/x", "y", kDefaultWorkDir);
+        std::cout << "link=followed\n";
+      } catch (const ConfinementError&) {
+        std::cout << "link=refused\n";
+      }
+      ExecOptions short_timeout = quick();
+      short_timeout.timeout = std::chrono::milliseconds(300);
+      try {
+        sandbox->exec(Command::argv({"sleep", "30"}), short_timeout);
+      } catch (const Timeout& timeout) {
+        std::cout << "timeout_confirmed=" << timeout.kill_confirmed().value_or(false) << "\n";
+      }
+      SandboxSpec::Fields limited;
+      limited.kind = "limited";
+      limited.resources.pids = 10;
+      try {
+        backend->acquire(key, SandboxSpec(limited));
+        std::cout << "limits=accepted\n";
+      } catch (const InvalidArgument&) {
+        std::cout << "limits=refused\n";
+      }
+      std::cout << "purged=" << backend->purge_all() << std::endl;
+      return 0;
     }
     if (mode == "churn") {
       for (unsigned round = 0;; ++round) {
