@@ -13,8 +13,9 @@
 #include <sstream>
 
 #include "airlock/errors.hpp"
+#include "airlock/outputs.hpp"
 #include "airlock/paths.hpp"
-#include "backends/linux/syscalls.hpp"
+#include "airlock/sinks.hpp"
 #include "backends/linux/unique_fd.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
@@ -82,56 +83,6 @@ std::string read_local_file(const std::string& path, std::uint64_t cap) {
   return content;
 }
 
-// Writes `content` at `name` beneath `root` without following any link, already there or raced
-// in: parents through openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), the file as a temporary
-// sibling renamed into place.
-void land(int root, const std::string& name, const std::string& content) {
-  UniqueFd parent(::fcntl(root, F_DUPFD_CLOEXEC, 0));
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    std::size_t end = name.find('/', start);
-    if (end == std::string::npos) end = name.size();
-    if (end > start) parts.push_back(name.substr(start, end - start));
-    start = end + 1;
-  }
-  if (parts.empty()) throw InvalidArgument("--get: an output needs a file name", "get");
-  auto refuse = [&](int error) {
-    if (error == ELOOP || error == EXDEV) {
-      throw LandingNotConfined("an output's landing place resolves outside the output directory");
-    }
-    throw SystemError("cannot land the output '" + name + "': " + std::strerror(error), error);
-  };
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    int next = linux_backend::sys::openat2(parent.get(), parts[i].c_str(),
-                                           O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                                           linux_backend::sys::kResolveConfined);
-    if (next < 0 && errno == ENOENT) {
-      if (::mkdirat(parent.get(), parts[i].c_str(), 0755) != 0 && errno != EEXIST) refuse(errno);
-      next = linux_backend::sys::openat2(parent.get(), parts[i].c_str(),
-                                         O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                                         linux_backend::sys::kResolveConfined);
-    }
-    if (next < 0) refuse(errno);
-    parent.reset(next);
-  }
-  const std::string temporary = ".airlock-landing-" + random_token();
-  UniqueFd file(::openat(parent.get(), temporary.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!file) refuse(errno);
-  if (::write(file.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
-    const int error = errno;
-    ::unlinkat(parent.get(), temporary.c_str(), 0);
-    refuse(error);
-  }
-  file.reset();
-  if (::renameat(parent.get(), temporary.c_str(), parent.get(), parts.back().c_str()) != 0) {
-    const int error = errno;
-    ::unlinkat(parent.get(), temporary.c_str(), 0);
-    refuse(error);
-  }
-}
-
 SandboxSpec build_spec(const RunOptions& options) {
   SandboxSpec::Fields fields;
   if (!options.spec_file.empty()) fields = load_spec(options.spec_file).fields();
@@ -147,6 +98,13 @@ SandboxSpec build_spec(const RunOptions& options) {
   if (options.memory) fields.resources.memory_bytes = options.memory;
   if (options.pids) fields.resources.pids = options.pids;
   if (options.cpu) fields.resources.cpu_millis = options.cpu;
+  // Each --get is a declared output: fetched after the command, under spec.files_out, landing
+  // under the same relative name.
+  for (const auto& get : options.gets) {
+    DeclaredOutput output;
+    output.path = get;
+    fields.declared_outputs.push_back(output);
+  }
   return SandboxSpec(std::move(fields));
 }
 
@@ -180,10 +138,6 @@ int run(const RunOptions& options, const Context& context) {
   }
   if (puts.size() > spec.files_in().max_files) {
     throw TransferCapExceeded("files_in.max_files", "--put", spec.files_in().max_files, puts.size());
-  }
-  if (options.gets.size() > spec.files_out().max_files) {
-    throw TransferCapExceeded("files_out.max_files", "--get", spec.files_out().max_files,
-                              options.gets.size());
   }
 
   struct Disposer {
@@ -220,30 +174,16 @@ int run(const RunOptions& options, const Context& context) {
   const Command command = options.shell ? Command::shell(line) : Command::argv(options.command);
   const ExecResult result = sandbox->exec(command, exec);
 
+  // Outputs land through the file-system sink: nothing is written outside --out, whatever links
+  // sit in it or are raced into it.
   json::Json landed = json::Json::array();
-  if (!options.gets.empty()) {
-    if (::mkdir(options.out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw SystemError("--out: cannot create '" + options.out_dir + "'", errno);
-    }
-    UniqueFd out(::open(options.out_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!out) throw SystemError("--out: cannot open '" + options.out_dir + "'", errno);
-    std::uint64_t total_out = 0;
-    for (const auto& guest : options.gets) {
-      const std::string absolute = confine_guest_path(guest, spec.work_dir());
-      const std::string name = *guest_path_relative_to(absolute, spec.work_dir());
-      const auto entry = sandbox->stat_file(guest, spec.work_dir());
-      if (!entry) throw OutputMissing("the output '" + guest + "' does not exist");
-      if (entry->kind != EntryKind::file) {
-        throw OutputNotRegular("the output '" + guest + "' is a " +
-                               std::string(to_string(entry->kind)) + ", not a regular file");
-      }
-      const std::uint64_t left = spec.files_out().max_total_bytes - total_out;
-      const std::uint64_t cap = std::min(spec.files_out().max_bytes_per_file, left);
-      const std::string content = sandbox->read_file(guest, spec.work_dir(), cap);
-      total_out += content.size();
-      land(out.get(), name, content);
-      landed.push_back({{"guest", guest}, {"landed", options.out_dir + "/" + name},
-                        {"bytes", content.size()}});
+  if (!landing_outputs(spec).empty()) {
+    FileSystemSinkOptions sink_options;
+    sink_options.create_root = true;
+    const OutputSink sink = make_file_system_sink(options.out_dir, sink_options);
+    for (const auto& artifact : collect_outputs(*sandbox, spec, &sink)) {
+      landed.push_back({{"name", artifact.name},
+                        {"landed", artifact.handle ? *artifact.handle : artifact.display}});
     }
   }
 

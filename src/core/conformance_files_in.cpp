@@ -50,9 +50,12 @@ void raced_write(ProbeContext& c) {
   const std::string decoy = c.paths().outside + "/write-race";
   c.subject().plant_file(decoy + "/.keep", "");
   c.subject().plant_file(entry + "/.keep", "");
+  // Renamed aside rather than removed: the writes racing into the directory keep filling it,
+  // and on a backend whose writes are fast an `rm -rf` of it never finds it empty. A rename is
+  // one atomic step whatever the directory holds (each flip gets its own name: `$$`).
   auto to_link = [&] {
-    const ExecResult result =
-        c.run({"sh", "-c", "rm -rf \"$1\" && ln -s \"$2\" \"$1\"", "flip", entry, decoy});
+    const ExecResult result = c.run({"sh", "-c", "mv \"$1\" \"$1.aside.$$\" && ln -s \"$2\" \"$1\"",
+                                     "flip", entry, decoy});
     return result.exit_code == 0;
   };
   auto to_directory = [&] {

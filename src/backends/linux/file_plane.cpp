@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,18 @@ namespace {
 
 // The path as the caller wrote it, for messages (a guest path: never a host path).
 std::string quoted(std::string_view path) { return "'" + std::string(path) + "'"; }
+
+// confine_guest_path, plus the kernel's own limit on a whole path: a guest could not name a
+// longer one either, so the host plane does not make what no guest path can reach.
+std::string confine(std::string_view path, std::string_view working_directory) {
+  std::string absolute = confine_guest_path(path, working_directory);
+  if (absolute.size() >= PATH_MAX) {
+    throw SystemError("'" + std::string(path.substr(0, 48)) + "…' is longer than PATH_MAX (" +
+                          std::to_string(absolute.size()) + " bytes)",
+                      ENAMETOOLONG);
+  }
+  return absolute;
+}
 
 std::string beneath_root(const std::string& absolute) {
   return absolute == "/" ? std::string(".") : absolute.substr(1);
@@ -99,7 +112,7 @@ std::string temporary_name() {
 
 void FilePlane::write_file(std::string_view path, std::string_view content,
                            std::string_view working_directory) const {
-  const std::string absolute = confine_guest_path(path, working_directory);
+  const std::string absolute = confine(path, working_directory);
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError(quoted(path) +
                            " names the working directory itself; a write needs a file path");
@@ -187,7 +200,7 @@ void FilePlane::write_file(std::string_view path, std::string_view content,
 
 std::optional<SandboxEntry> FilePlane::stat_file(std::string_view path,
                                                  std::string_view working_directory) const {
-  const std::string absolute = confine_guest_path(path, working_directory);
+  const std::string absolute = confine(path, working_directory);
   const std::string base = normalize_guest_path(working_directory);
   struct stat info {};
   if (absolute == "/") {
@@ -207,7 +220,7 @@ std::optional<SandboxEntry> FilePlane::stat_file(std::string_view path,
 
 std::string FilePlane::read_file(std::string_view path, std::string_view working_directory,
                                  std::uint64_t max_bytes) const {
-  const std::string absolute = confine_guest_path(path, working_directory);
+  const std::string absolute = confine(path, working_directory);
   UniqueFd handle;
   if (absolute == "/") {
     throw IsADirectory(quoted(path) + " is a directory", std::string(path));
@@ -276,7 +289,7 @@ std::string FilePlane::read_file(std::string_view path, std::string_view working
 
 std::vector<SandboxEntry> FilePlane::list_dir(std::string_view path,
                                               std::string_view working_directory) const {
-  const std::string absolute = confine_guest_path(path, working_directory);
+  const std::string absolute = confine(path, working_directory);
   const std::string base = normalize_guest_path(working_directory);
   const int fd = sys::openat2(root_, beneath_root(absolute).c_str(),
                               O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined);
@@ -310,7 +323,7 @@ std::vector<SandboxEntry> FilePlane::list_dir(std::string_view path,
 
 void FilePlane::remove(std::string_view path, std::string_view working_directory,
                        bool recursive) const {
-  const std::string absolute = confine_guest_path(path, working_directory);
+  const std::string absolute = confine(path, working_directory);
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError(quoted(path) + " names the working directory itself; it is not removed");
   }

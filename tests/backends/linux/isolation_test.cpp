@@ -185,7 +185,8 @@ TEST_F(IsolationTest, GuestRootIsAnUnprivilegedHostUser) {
   ASSERT_EQ(made.exit_code, 0) << made.stderr_bytes;
   EXPECT_EQ(made.stdout_bytes, "0\n");
   struct stat info {};
-  const auto work = state_->path() / "linux" / sandbox->record().id / "work";
+  // The default work dir's first component (/maf-sandbox) is the work storage itself.
+  const auto work = state_->path() / "linux" / sandbox->record().id / "work" / "work";
   ASSERT_EQ(::stat((work / "made-by-guest").c_str(), &info), 0);
   EXPECT_EQ(info.st_uid, LinuxBackendConfig{}.uid_base);
   EXPECT_EQ(info.st_gid, LinuxBackendConfig{}.uid_base);

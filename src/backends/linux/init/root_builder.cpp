@@ -213,8 +213,8 @@ void build_host_root(const SpawnConfig& config) {
   UniqueFd root_fd = open_root(config);
   const auto parts = components(config.guest_work_dir);
   if (parts.empty()) fail("work_dir", EINVAL);
-  // A work dir whose first component the host root lacks gets a scratch tmpfs there (owned by
-  // the guest root), so the work dir's neighbours are writable as they would be in an image.
+  // A work dir whose first component the host root lacks: that component is made in the root
+  // tmpfs now (while it is writable) and the work storage is bound there below.
   bool scratch_parent = false;
   {
     struct stat info {};
@@ -230,20 +230,23 @@ void build_host_root(const SpawnConfig& config) {
   mount_scratch(root_fd.get(), "tmp", "1777", -1);
   mount_scratch(root_fd.get(), "run", "0755", -1);
   if (scratch_parent) {
-    const int owner = guest_root_owner(config);
-    std::string options = "mode=0755";
-    if (owner != -1) options += ",uid=" + std::to_string(owner) + ",gid=" + std::to_string(owner);
+    // The work storage becomes the new top-level directory itself, and the work dir is made
+    // inside it: the work dir and its neighbours share one (disk) filesystem, as in an image.
     UniqueFd parent = ensure_directory(root_fd.get(), parts.front(), -1, "work_dir parent");
-    must_mount("tmpfs", fd_path(parent.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
-               "tmpfs /" + parts.front());
+    must_mount(config.work_storage, fd_path(parent.get()), nullptr, MS_BIND, "",
+               "bind the work storage");
+    remount(root_fd.get(), parts.front(), MS_NOSUID | MS_NODEV, "work storage mount flags");
+    (void)ensure_directory(root_fd.get(), config.guest_work_dir, guest_root_owner(config),
+                           "work_dir " + config.guest_work_dir);
+  } else {
+    // Inside /tmp or /run (or an existing host directory) the mount point is made now; the
+    // storage is bound at the work dir itself.
+    UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir, -1,
+                                     "work_dir " + config.guest_work_dir);
+    must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "",
+               "bind the work dir");
+    remount(root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV, "work dir mount flags");
   }
-  // Inside /tmp or /run (or an existing host directory) the mount point is made now; under a
-  // read-only host directory it cannot be, and the step fails naming the work dir.
-  UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir,
-                                   scratch_parent ? guest_root_owner(config) : -1,
-                                   "work_dir " + config.guest_work_dir);
-  must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "", "bind the work dir");
-  remount(root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV, "work dir mount flags");
   build_dev(root_fd.get(), -1);
   bind_egress(config, root_fd.get());
 }
