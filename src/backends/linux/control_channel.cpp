@@ -201,10 +201,11 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   set_nonblocking(err_read.get());
   if (in_write) set_nonblocking(in_write.get());
 
-  UniqueFd cancel(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!cancel) throw BackendError("eventfd failed", std::strerror(errno));
+  UniqueFd cancel;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   if (plan.stop.stop_possible()) {
+    cancel.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!cancel) throw BackendError("eventfd failed", std::strerror(errno));
     const int cancel_fd = cancel.get();
     on_stop.emplace(plan.stop, std::function<void()>([cancel_fd] {
                       const std::uint64_t one = 1;
@@ -272,7 +273,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
       return count++;
     };
     const nfds_t socket_index = add(socket.get(), POLLIN);
-    const nfds_t cancel_index = add(cancel.get(), POLLIN);
+    const nfds_t cancel_index = cancel ? add(cancel.get(), POLLIN) : ~nfds_t{0};
     const nfds_t out_index = out_read ? add(out_read.get(), POLLIN) : ~nfds_t{0};
     const nfds_t err_index = err_read ? add(err_read.get(), POLLIN) : ~nfds_t{0};
     const nfds_t in_index = in_write ? add(in_write.get(), POLLOUT) : ~nfds_t{0};
@@ -302,7 +303,8 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
       }
       if (stdin_done == plan.stdin_bytes.size()) in_write.reset();
     }
-    if ((polled[cancel_index].revents & POLLIN) != 0 && !cancelled) {
+    if (cancel_index != ~nfds_t{0} && (polled[cancel_index].revents & POLLIN) != 0 &&
+        !cancelled) {
       cancelled = true;
       send_kill();
     }

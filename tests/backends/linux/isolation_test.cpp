@@ -137,6 +137,13 @@ TEST_F(IsolationTest, CommandsHoldNoCapabilities) {
             "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
 }
 
+TEST_F(IsolationTest, CommandsAreTheOomKillersFirstChoice) {
+  auto sandbox = acquire(spec());
+  EXPECT_EQ(sh(*sandbox, "cat /proc/self/oom_score_adj").stdout_bytes, "1000\n");
+  EXPECT_EQ(sh(*sandbox, "cat /proc/1/oom_score_adj 2>&1 || true").stdout_bytes.find("1000"),
+            std::string::npos);
+}
+
 TEST_F(IsolationTest, CannotMountUnshareOrTrace) {
   auto sandbox = acquire(spec());
   struct Attempt {

@@ -131,13 +131,14 @@ void run_command(const protocol::ExecRequest& request, int stdin_fd, int stdout_
     }
   }
   // The command, not the init, is what the kernel kills first when the sandbox runs out of
-  // memory.
+  // memory. The init is not dumpable, and a copy of it owns none of its /proc files: become
+  // dumpable again first (execve decides dumpability afresh anyway).
+  if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) die(error_pipe, protocol::SpawnStage::setup, errno);
   const int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (oom >= 0) {
-    ssize_t ignored = ::write(oom, "1000", 4);
-    (void)ignored;
-    ::close(oom);
+  if (oom < 0 || ::write(oom, "1000", 4) != 4) {
+    die(error_pipe, protocol::SpawnStage::setup, errno);
   }
+  ::close(oom);
 
   if (::chdir(request.working_directory.c_str()) != 0) {
     die(error_pipe, protocol::SpawnStage::working_directory, errno);
