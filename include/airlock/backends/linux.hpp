@@ -86,11 +86,15 @@ struct LinuxBackendConfig {
   // Per-command cgroup v2 leaves (when a v2 hierarchy can be delegated): a timeout or a kill then
   // reaches every descendant of the command, not only its process group.
   bool per_command_cgroups = true;
+  // Keep one airlock-init started ahead of need (spawned, inside a fresh instance's cgroups),
+  // from the first acquire on, so later cold acquires skip the spawn and the cgroup migration.
+  // Costs one idle process and its empty cgroups per backend.
+  bool standby = true;
 };
 
 // Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image, uid_base,
 // memory_bytes, pids, cpu_millis (each a number, or null for no limit), max_concurrent_commands,
-// init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, limits
+// init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, limits
 // ({files_in, files_out}). Unknown keys are refused naming the key.
 LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::string_view where);
 

@@ -150,94 +150,131 @@ InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::str
   return planned;
 }
 
+namespace {
+
+// Writes the limits into one cgroup directory; v2 for a directory with cgroup.controllers.
+void write_limits(const CgroupLayout& layout, const std::string& directory,
+                  const ResourceLimits& limits) {
+  int error = 0;
+  auto failed = [&](const std::string& what) {
+    throw BackendError("the sandbox's cgroups could not be set up",
+                       what + " in " + directory + ": " + std::strerror(error));
+  };
+  if (exists(directory + "/cgroup.controllers")) {
+    // A limit this hierarchy is responsible for must have its file: never skip one silently.
+    auto require = [&](bool wanted, const char* file) {
+      if (wanted && !exists(directory + "/" + file)) {
+        error = ENOENT;
+        failed(std::string(file) + " (controller not enabled)");
+      }
+    };
+    require(limits.memory_bytes && layout.unified_memory, "memory.max");
+    require(limits.pids && layout.unified_pids, "pids.max");
+    require(limits.cpu_millis && layout.unified_cpu, "cpu.max");
+    if (limits.memory_bytes && layout.unified_memory) {
+      if (!write_small_file(directory + "/memory.max", std::to_string(*limits.memory_bytes),
+                            &error)) {
+        failed("memory.max");
+      }
+      write_small_file(directory + "/memory.swap.max", "0");
+    }
+    if (limits.pids && layout.unified_pids &&
+        !write_small_file(directory + "/pids.max", std::to_string(*limits.pids), &error)) {
+      failed("pids.max");
+    }
+    if (limits.cpu_millis && layout.unified_cpu &&
+        !write_small_file(directory + "/cpu.max",
+                          std::to_string(*limits.cpu_millis * 100) + " 100000", &error)) {
+      failed("cpu.max");
+    }
+    return;
+  }
+  if (limits.memory_bytes && exists(directory + "/memory.limit_in_bytes")) {
+    // Where swap accounting exists, swap may not extend the limit; memsw must stay ≥ the limit,
+    // so it is raised first and set last.
+    const bool memsw = exists(directory + "/memory.memsw.limit_in_bytes");
+    if (memsw) write_small_file(directory + "/memory.memsw.limit_in_bytes", "-1");
+    if (!write_small_file(directory + "/memory.limit_in_bytes",
+                          std::to_string(*limits.memory_bytes), &error)) {
+      failed("memory.limit_in_bytes");
+    }
+    if (memsw) {
+      write_small_file(directory + "/memory.memsw.limit_in_bytes",
+                       std::to_string(*limits.memory_bytes));
+    }
+  }
+  if (limits.pids && exists(directory + "/pids.max") &&
+      !write_small_file(directory + "/pids.max", std::to_string(*limits.pids), &error)) {
+    failed("pids.max");
+  }
+  if (limits.cpu_millis && exists(directory + "/cpu.cfs_quota_us")) {
+    if (!write_small_file(directory + "/cpu.cfs_period_us", "100000", &error) ||
+        !write_small_file(directory + "/cpu.cfs_quota_us",
+                          std::to_string(*limits.cpu_millis * 100), &error)) {
+      failed("cpu quota");
+    }
+  }
+}
+
+}  // namespace
+
 void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& planned,
                              const ResourceLimits& limits, uid_t guest_root) {
   std::vector<std::string> made;
-  auto give_up = [&](const std::string& what, int error) {
-    destroy_cgroups(made, std::chrono::milliseconds(1000));
-    throw BackendError("the sandbox's cgroups could not be set up",
-                       what + ": " + std::strerror(error));
-  };
-  for (const auto& directory : planned.directories) {
-    const std::string parent = directory.substr(0, directory.rfind('/'));
-    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) give_up("mkdir " + parent, errno);
-    if (::mkdir(directory.c_str(), 0755) != 0) give_up("mkdir " + directory, errno);
-    made.push_back(directory);
-    int error = 0;
-    const bool v2 = exists(directory + "/cgroup.controllers");
-    if (v2) {
-      // Enable what the parent offers so the limits below have files to be written to.
-      const std::string offered = read_small_file(parent + "/cgroup.controllers");
-      std::string enable;
-      for (const char* controller : {"memory", "pids", "cpu"}) {
-        if (has_word(offered, controller)) enable += std::string(enable.empty() ? "+" : " +") + controller;
+  try {
+    for (const auto& directory : planned.directories) {
+      const std::string parent = directory.substr(0, directory.rfind('/'));
+      if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+        throw BackendError("the sandbox's cgroups could not be set up",
+                           "mkdir " + parent + ": " + std::strerror(errno));
       }
-      if (!enable.empty()) {
-        const std::string subtree = read_small_file(parent + "/cgroup.subtree_control");
-        if (!write_small_file(parent + "/cgroup.subtree_control", enable, &error) &&
-            subtree.empty()) {
-          give_up("enable controllers in " + parent, error);
+      if (::mkdir(directory.c_str(), 0755) != 0) {
+        throw BackendError("the sandbox's cgroups could not be set up",
+                           "mkdir " + directory + ": " + std::strerror(errno));
+      }
+      made.push_back(directory);
+      if (exists(directory + "/cgroup.controllers")) {
+        // Enable what the parent offers so the limits have files to be written to.
+        const std::string offered = read_small_file(parent + "/cgroup.controllers");
+        std::string enable;
+        for (const char* controller : {"memory", "pids", "cpu"}) {
+          if (has_word(offered, controller)) {
+            enable += std::string(enable.empty() ? "+" : " +") + controller;
+          }
         }
-      }
-      // A limit this hierarchy is responsible for must have its file: never skip one silently.
-      auto require = [&](bool wanted, const char* file) {
-        if (wanted && !exists(directory + "/" + file)) {
-          give_up(std::string(file) + " is missing (controller not enabled in " + parent + ")",
-                  ENOENT);
-        }
-      };
-      require(limits.memory_bytes && layout.unified_memory, "memory.max");
-      require(limits.pids && layout.unified_pids, "pids.max");
-      require(limits.cpu_millis && layout.unified_cpu, "cpu.max");
-      if (limits.memory_bytes && exists(directory + "/memory.max")) {
-        if (!write_small_file(directory + "/memory.max", std::to_string(*limits.memory_bytes),
-                              &error)) {
-          give_up("memory.max", error);
-        }
-        write_small_file(directory + "/memory.swap.max", "0");
-      }
-      if (limits.pids && exists(directory + "/pids.max") &&
-          !write_small_file(directory + "/pids.max", std::to_string(*limits.pids), &error)) {
-        give_up("pids.max", error);
-      }
-      if (limits.cpu_millis && exists(directory + "/cpu.max") &&
-          !write_small_file(directory + "/cpu.max",
-                            std::to_string(*limits.cpu_millis * 100) + " 100000", &error)) {
-        give_up("cpu.max", error);
-      }
-      if (directory == planned.command_parent) {
-        // Delegation: the init (the guest root on the host) makes and fills leaves here.
-        for (const char* file : {"", "/cgroup.procs", "/cgroup.threads", "/cgroup.subtree_control"}) {
-          if (::chown((directory + file).c_str(), guest_root, guest_root) != 0) {
-            give_up("delegate " + directory, errno);
+        if (!enable.empty()) write_small_file(parent + "/cgroup.subtree_control", enable);
+        if (directory == planned.command_parent) {
+          // Delegation: the init (the guest root on the host) makes and fills leaves here.
+          for (const char* file :
+               {"", "/cgroup.procs", "/cgroup.threads", "/cgroup.subtree_control"}) {
+            if (::chown((directory + file).c_str(), guest_root, guest_root) != 0) {
+              throw BackendError("the sandbox's cgroups could not be set up",
+                                 "delegate " + directory + ": " + std::strerror(errno));
+            }
           }
         }
       }
-      continue;
+      write_limits(layout, directory, limits);
     }
-    if (exists(directory + "/memory.limit_in_bytes") && limits.memory_bytes) {
-      if (!write_small_file(directory + "/memory.limit_in_bytes",
-                            std::to_string(*limits.memory_bytes), &error)) {
-        give_up("memory.limit_in_bytes", error);
-      }
-      // Where swap accounting exists, swap may not extend the limit.
-      if (exists(directory + "/memory.memsw.limit_in_bytes")) {
-        write_small_file(directory + "/memory.memsw.limit_in_bytes",
-                         std::to_string(*limits.memory_bytes));
-      }
-    }
-    if (exists(directory + "/pids.max") && limits.pids &&
-        !write_small_file(directory + "/pids.max", std::to_string(*limits.pids), &error)) {
-      give_up("pids.max", error);
-    }
-    if (exists(directory + "/cpu.cfs_quota_us") && limits.cpu_millis) {
-      if (!write_small_file(directory + "/cpu.cfs_period_us", "100000", &error) ||
-          !write_small_file(directory + "/cpu.cfs_quota_us",
-                            std::to_string(*limits.cpu_millis * 100), &error)) {
-        give_up("cpu quota", error);
-      }
-    }
+  } catch (...) {
+    destroy_cgroups(made, std::chrono::milliseconds(1000));
+    throw;
   }
+}
+
+void apply_instance_limits(const CgroupLayout& layout, const InstanceCgroups& planned,
+                           const ResourceLimits& limits) {
+  for (const auto& directory : planned.directories) write_limits(layout, directory, limits);
+}
+
+bool same_hierarchies(const InstanceCgroups& a, const InstanceCgroups& b) {
+  if (a.directories.size() != b.directories.size()) return false;
+  for (std::size_t i = 0; i < a.directories.size(); ++i) {
+    const auto& left = a.directories[i];
+    const auto& right = b.directories[i];
+    if (left.substr(0, left.rfind('/')) != right.substr(0, right.rfind('/'))) return false;
+  }
+  return a.command_parent.empty() == b.command_parent.empty();
 }
 
 bool destroy_cgroups(const std::vector<std::string>& directories,

@@ -50,6 +50,14 @@ InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::str
 void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& planned,
                              const ResourceLimits& limits, uid_t guest_root);
 
+// Writes `limits` into cgroups made by create_instance_cgroups (for a set of limits that plans
+// the same directories). Throws BackendError.
+void apply_instance_limits(const CgroupLayout& layout, const InstanceCgroups& planned,
+                           const ResourceLimits& limits);
+
+// Whether two plans name the same hierarchies (so one's cgroups can carry the other's limits).
+bool same_hierarchies(const InstanceCgroups& a, const InstanceCgroups& b);
+
 // Kills every process in `directories` (and their v2 sub-cgroups), waits up to `patience` for
 // them to be gone, and removes the directories. True when nothing is left. Never throws.
 bool destroy_cgroups(const std::vector<std::string>& directories,

@@ -65,6 +65,9 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
     } else if (field == "per_command_cgroups") {
       if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
       parsed.per_command_cgroups = value.get<bool>();
+    } else if (field == "standby") {
+      if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
+      parsed.standby = value.get<bool>();
     } else if (field == "limits") {
       if (!value.is_object()) throw InvalidArgument(path + ": expected an object", path);
       for (const auto& [direction, caps] : value.items()) {
@@ -82,7 +85,7 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       throw InvalidArgument(path + ": unknown field (known: state_dir, default_image, uid_base, "
                                    "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
                                    "init_path, output_ceiling_bytes, start_timeout_ms, "
-                                   "per_command_cgroups, limits)",
+                                   "per_command_cgroups, standby, limits)",
                             path);
     }
   }

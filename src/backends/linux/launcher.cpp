@@ -37,15 +37,6 @@ bool executable(const std::filesystem::path& path) {
 
 void locate_marker() {}
 
-// A descriptor moved above the range posix_spawn's dup2 targets use, so that no dup2 below
-// lands on a source still needed (and dup2 onto itself, which would keep FD_CLOEXEC, never
-// happens).
-UniqueFd above_targets(int fd) {
-  UniqueFd moved(::fcntl(fd, F_DUPFD_CLOEXEC, 10));
-  if (!moved) throw BackendError("the sandbox could not be started", std::string("dup: ") + std::strerror(errno));
-  return moved;
-}
-
 [[noreturn]] void launch_failed(const std::string& step, int error, const std::string& detail = {}) {
   std::string message = "the sandbox could not be started: " + step;
   if (error != 0) message += " failed (" + std::string(std::strerror(error)) + ")";
@@ -53,6 +44,35 @@ UniqueFd above_targets(int fd) {
 }
 
 }  // namespace
+
+// Moved above the range the dup2 targets use, so that no dup2 lands on a source still needed
+// (and dup2 onto itself, which would keep FD_CLOEXEC, never happens).
+UniqueFd above_targets(int fd) {
+  UniqueFd moved(::fcntl(fd, F_DUPFD_CLOEXEC, 10));
+  if (!moved) {
+    throw BackendError("the sandbox could not be started",
+                       std::string("dup: ") + std::strerror(errno));
+  }
+  return moved;
+}
+
+MonitorHandoff prepare_handoff(const SpawnConfig& config) {
+  const std::string encoded = encode_spawn_config(config);
+  UniqueFd memory(::memfd_create("airlock-spawn-config", MFD_CLOEXEC));
+  if (!memory) launch_failed("memfd_create", errno);
+  if (::write(memory.get(), encoded.data(), encoded.size()) !=
+      static_cast<ssize_t>(encoded.size())) {
+    launch_failed("writing the spawn configuration", errno);
+  }
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) launch_failed("pipe", errno);
+  MonitorHandoff handoff;
+  handoff.status_read.reset(status_pipe[0]);
+  handoff.status_write = above_targets(status_pipe[1]);
+  ::close(status_pipe[1]);
+  handoff.config = above_targets(memory.get());
+  return handoff;
+}
 
 std::filesystem::path locate_init(const std::filesystem::path& configured) {
   std::vector<std::filesystem::path> candidates;
@@ -88,19 +108,7 @@ std::filesystem::path locate_init(const std::filesystem::path& configured) {
 LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConfig& config,
                          int control_listener, std::optional<int> image_pin,
                          std::chrono::milliseconds timeout) {
-  const std::string encoded = encode_spawn_config(config);
-  UniqueFd memory(::memfd_create("airlock-spawn-config", MFD_CLOEXEC));
-  if (!memory) launch_failed("memfd_create", errno);
-  if (::write(memory.get(), encoded.data(), encoded.size()) !=
-      static_cast<ssize_t>(encoded.size())) {
-    launch_failed("writing the spawn configuration", errno);
-  }
-  memory = above_targets(memory.get());
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) launch_failed("pipe", errno);
-  UniqueFd status_read(status_pipe[0]);
-  UniqueFd status_write = above_targets(status_pipe[1]);
-  ::close(status_pipe[1]);
+  MonitorHandoff handoff = prepare_handoff(config);
   UniqueFd listener = above_targets(control_listener);
   UniqueFd pin;
   if (image_pin) pin = above_targets(*image_pin);
@@ -112,8 +120,8 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, memory.get(), kConfigFd);
-  posix_spawn_file_actions_adddup2(&actions, status_write.get(), kStatusFd);
+  posix_spawn_file_actions_adddup2(&actions, handoff.config.get(), kConfigFd);
+  posix_spawn_file_actions_adddup2(&actions, handoff.status_write.get(), kStatusFd);
   posix_spawn_file_actions_adddup2(&actions, listener.get(), kControlFd);
   if (pin) posix_spawn_file_actions_adddup2(&actions, pin.get(), kImagePinFd);
   posix_spawnattr_t attributes;
@@ -135,13 +143,17 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
       ::posix_spawn(&monitor, program.c_str(), &actions, &attributes, argv, envp);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  status_write.reset();
-  memory.reset();
+  handoff.status_write.reset();
+  handoff.config.reset();
   listener.reset();
   pin.reset();
   if (spawn_error != 0) launch_failed("spawning airlock-init", spawn_error, program);
+  return await_init(handoff.status_read.get(), monitor, timeout);
+}
 
-  // Read status records until end of stream (the monitor and the init both closed it).
+LaunchedInit await_init(int status_read, pid_t monitor, std::chrono::milliseconds timeout) {
+  // Read status records until the init is ready, or until end of stream (the monitor and the
+  // init both closed it: something failed).
   std::string buffer;
   LaunchedInit launched;
   bool ready = false;
@@ -152,12 +164,12 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         give_up - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    struct pollfd wait {status_read.get(), POLLIN, 0};
+    struct pollfd wait {status_read, POLLIN, 0};
     const int polled = ::poll(&wait, 1, static_cast<int>(left.count()));
     if (polled < 0 && errno == EINTR) continue;
     if (polled <= 0) break;
     char chunk[4096];
-    const ssize_t got = ::read(status_read.get(), chunk, sizeof chunk);
+    const ssize_t got = ::read(status_read, chunk, sizeof chunk);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) break;
     buffer.append(chunk, static_cast<std::size_t>(got));

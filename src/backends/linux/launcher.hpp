@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "backends/linux/spawn_config.hpp"
+#include "backends/linux/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -31,5 +32,22 @@ struct LaunchedInit {
 LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConfig& config,
                          int control_listener, std::optional<int> image_pin,
                          std::chrono::milliseconds timeout);
+
+// The descriptors a monitor needs for one sandbox: the configuration (a memfd) and the status
+// pipe, made here; the control listener and the image pin, the caller's.
+struct MonitorHandoff {
+  UniqueFd config;        // memfd with the encoded SpawnConfig
+  UniqueFd status_read;   // the library's end of the status pipe
+  UniqueFd status_write;  // the monitor's end
+};
+MonitorHandoff prepare_handoff(const SpawnConfig& config);
+
+// Reads `status_read` until the init reports ready (or fails, or `timeout` passes), then reaps
+// `monitor` (this process's child). On failure whatever was started is killed and BackendError
+// names the step.
+LaunchedInit await_init(int status_read, pid_t monitor, std::chrono::milliseconds timeout);
+
+// A descriptor moved to 10 or above (for dup2 targets below it), close-on-exec.
+UniqueFd above_targets(int fd);
 
 }  // namespace airlock::linux_backend

@@ -121,6 +121,73 @@ LinuxBackend::LinuxBackend(LinuxBackendConfig config)
   if (privileged_) layout_ = CgroupLayout::detect();
 }
 
+LinuxBackend::~LinuxBackend() {
+  {
+    std::lock_guard lock(standby_mutex_);
+    standby_stopping_ = true;
+  }
+  standby_wakeup_.notify_all();
+  if (standby_worker_.joinable()) standby_worker_.join();
+  standby_.reset();
+}
+
+std::unique_ptr<StandbyMonitor> LinuxBackend::take_standby(const InstanceCgroups& planned) {
+  if (!config_->standby) return nullptr;
+  std::unique_ptr<StandbyMonitor> taken;
+  std::unique_ptr<StandbyMonitor> stale;
+  {
+    std::lock_guard lock(standby_mutex_);
+    if (standby_ && !standby_->usable()) stale = std::move(standby_);
+    if (standby_ && same_hierarchies(standby_->cgroups(), planned)) taken = std::move(standby_);
+    standby_wanted_ = standby_failures_ < 3;
+    if (standby_wanted_ && !standby_worker_.joinable()) {
+      standby_worker_ = std::thread([this] { standby_loop(); });
+    }
+  }
+  standby_wakeup_.notify_all();
+  return taken;
+}
+
+// Keeps one standby monitor ready. Runs on its own thread because a standby dies with the
+// thread that spawned it (PR_SET_PDEATHSIG is about the parent *thread*), so that thread must
+// live as long as the backend.
+void LinuxBackend::standby_loop() {
+  std::unique_lock lock(standby_mutex_);
+  while (!standby_stopping_) {
+    standby_wakeup_.wait(lock, [&] {
+      return standby_stopping_ || (standby_wanted_ && standby_ == nullptr);
+    });
+    if (standby_stopping_) break;
+    lock.unlock();
+    std::unique_ptr<StandbyMonitor> prepared;
+    try {
+      StandbyMonitor::Options options;
+      options.init_path = init_path();
+      options.store = &store_;
+      options.layout = privileged_ ? &layout_ : nullptr;
+      options.limits = privileged_ ? config_->default_resources : ResourceLimits{};
+      options.per_command_cgroups = config_->per_command_cgroups;
+      options.guest_root = config_->uid_base;
+      options.timeout = config_->start_timeout;
+      store_.ensure_layout();
+      prepared = StandbyMonitor::prepare(options);
+    } catch (...) {
+      // Acquires fall back to starting a monitor themselves; after three failures in a row the
+      // standby is given up for this backend.
+    }
+    lock.lock();
+    if (prepared) {
+      standby_failures_ = 0;
+      if (standby_stopping_) break;  // `prepared` is discarded as it goes out of scope
+      standby_ = std::move(prepared);
+    } else if (++standby_failures_ >= 3) {
+      standby_wanted_ = false;
+    } else {
+      standby_wakeup_.wait_for(lock, std::chrono::seconds(1), [&] { return standby_stopping_; });
+    }
+  }
+}
+
 std::optional<CapabilitySet> LinuxBackend::capabilities() const {
   return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
                        Capability::files_out, Capability::files_list, Capability::files_delete};
@@ -255,7 +322,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
 
   RecordFile record;
   record.id = id;
-  record.instance_id = "lx-" + id.substr(0, 12) + "-" + random_hex(4);
+  record.instance_id = "lx-" + random_hex(8);
   record.kind = spec.kind();
   record.labels = sandbox_labels(key, spec);
   record.egress_posture = spec.egress_posture();
@@ -270,13 +337,23 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   if (privileged_) {
     cgroups = plan_instance_cgroups(layout_, record.instance_id, resources,
                                     config_->per_command_cgroups);
-    record.cgroups = cgroups.directories;
   }
+  std::unique_ptr<StandbyMonitor> standby = take_standby(cgroups);
+  if (standby) {
+    record.instance_id = standby->instance_id();
+    cgroups = standby->cgroups();
+  }
+  record.cgroups = cgroups.directories;
 
   make_directory(directory, 0700);
   try {
     store_.write(record);  // first: whatever happens next, purge can find it
-    if (privileged_) create_instance_cgroups(layout_, cgroups, resources, config_->uid_base);
+    if (standby) {
+      standby->forget_record();  // the sandbox's record names the cgroups now
+      if (privileged_) apply_instance_limits(layout_, cgroups, resources);
+    } else if (privileged_) {
+      create_instance_cgroups(layout_, cgroups, resources, config_->uid_base);
+    }
 
     SpawnConfig config;
     config.instance_id = record.instance_id;
@@ -330,10 +407,16 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     std::optional<int> pin;
     if (image.pin) pin = image.pin.get();
     if (pin) config.flags |= kHasImagePin;
-    const LaunchedInit launched =
-        launch_init(helper, config, listener.get(), pin, config_->start_timeout);
-    record.init_pid = launched.pid;
-    record.init_start_time = launched.start_time;
+    std::optional<LaunchedInit> launched;
+    if (standby && standby->usable()) {
+      launched = standby->claim(config, listener.get(), pin, config_->start_timeout);
+    } else {
+      // No standby (or it died): start a monitor now; it joins the same cgroups itself.
+      standby.reset();
+      launched = launch_init(helper, config, listener.get(), pin, config_->start_timeout);
+    }
+    record.init_pid = launched->pid;
+    record.init_start_time = launched->start_time;
     record.state = "running";
     store_.write(record);
   } catch (...) {
@@ -482,6 +565,11 @@ std::vector<SandboxRecord> LinuxBackend::list_sandboxes() {
 int LinuxBackend::purge_all() noexcept {
   int count = 0;
   try {
+    {
+      std::lock_guard lock(standby_mutex_);
+      standby_.reset();
+    }
+    StandbyMonitor::reclaim_all(store_);
     for (const auto& id : store_.ids()) {
       auto mutex = identity_mutex(id);
       std::lock_guard in_process(*mutex);

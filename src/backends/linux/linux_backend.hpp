@@ -2,16 +2,19 @@
 // and disposal found from durable state.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "airlock/backends/linux.hpp"
 #include "backends/linux/cgroups.hpp"
 #include "backends/linux/image_source.hpp"
 #include "backends/linux/linux_sandbox.hpp"
+#include "backends/linux/standby.hpp"
 #include "backends/linux/state_store.hpp"
 
 namespace airlock::linux_backend {
@@ -19,6 +22,7 @@ namespace airlock::linux_backend {
 class LinuxBackend final : public SandboxBackend {
  public:
   explicit LinuxBackend(LinuxBackendConfig config);
+  ~LinuxBackend() override;
 
   std::string name() const override { return "linux"; }
   Isolation isolation() const override { return Isolation::container; }
@@ -51,6 +55,10 @@ class LinuxBackend final : public SandboxBackend {
   bool destroy_identity(const std::string& id,
                         const std::function<bool(const RecordFile&)>& matches) noexcept;
   void destroy_locked(const std::string& id, const std::optional<RecordFile>& record) noexcept;
+  // The standby monitor, when one is ready and its cgroups suit `planned`; asks the worker for
+  // the next one either way.
+  std::unique_ptr<StandbyMonitor> take_standby(const InstanceCgroups& planned);
+  void standby_loop();
   const std::string& seccomp_filter();
   const std::filesystem::path& init_path();
   template <typename Match>
@@ -67,6 +75,14 @@ class LinuxBackend final : public SandboxBackend {
   std::mutex cache_mutex_;
   std::map<std::string, std::weak_ptr<LinuxSandbox>> cache_;
   std::map<std::string, std::shared_ptr<std::mutex>> identity_mutexes_;
+
+  std::mutex standby_mutex_;
+  std::condition_variable standby_wakeup_;
+  std::unique_ptr<StandbyMonitor> standby_;
+  std::thread standby_worker_;
+  bool standby_wanted_ = false;
+  bool standby_stopping_ = false;
+  int standby_failures_ = 0;
 };
 
 }  // namespace airlock::linux_backend

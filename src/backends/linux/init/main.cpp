@@ -25,15 +25,19 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 #include <string>
 
 #include "backends/linux/init/report.hpp"
 #include "backends/linux/init/root_builder.hpp"
 #include "backends/linux/init/server.hpp"
+#include "backends/linux/protocol.hpp"
 #include "backends/linux/spawn_config.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "backends/linux/unique_fd.hpp"
+#include "backends/linux/wire.hpp"
 
 namespace airlock::linux_backend::init {
 namespace {
@@ -170,12 +174,14 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
              "write gid_map");
 }
 
-[[noreturn]] void run_monitor() {
+[[noreturn]] void run_monitor(bool cgroups_joined) {
   const SpawnConfig config = read_config();
   const bool privileged = (config.flags & kMapFullRange) != 0;
 
   if (privileged && ::setgroups(0, nullptr) != 0) fail("drop supplementary groups", errno);
-  for (const auto& procs : config.cgroup_procs) write_file(procs, "0", "join " + procs);
+  if (!cgroups_joined) {
+    for (const auto& procs : config.cgroup_procs) write_file(procs, "0", "join " + procs);
+  }
   int command_cgroup = -1;
   if (!config.command_cgroup.empty()) {
     command_cgroup = ::open(config.command_cgroup.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -210,10 +216,60 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   ::_exit(0);
 }
 
+// Standby: started ahead of need, so that the spawn and the cgroup joins (a grace period of
+// the kernel's cgroup lock, each time) are paid before a sandbox is asked for. Descriptor 3 is a
+// unix socket pair to the library:
+//   1. a message of cgroup.procs paths: joined, answered with one byte ('j'; 'e' on failure);
+//   2. a message carrying the sandbox's descriptors (config, status, control[, pin]): from here
+//      on, exactly a monitor started with them.
+// End of stream on either step (the library discarded the standby, or died) ends it; so does
+// the death of the parent that started it (PR_SET_PDEATHSIG).
+[[noreturn]] void run_standby(pid_t parent) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) ::_exit(0);
+  const int channel = ::fcntl(3, F_DUPFD_CLOEXEC, 20);
+  if (channel < 0) ::_exit(1);
+  ::close(3);
+  std::string bytes;
+  std::vector<UniqueFd> fds;
+  if (protocol::receive_message(channel, bytes, fds, 64 * 1024) <= 0) ::_exit(0);
+  wire::Reader reader(bytes);
+  const std::vector<std::string> procs = reader.strings(16);
+  char answer = 'j';
+  if (!reader.finished()) answer = 'e';
+  for (const auto& path : procs) {
+    if (answer != 'j') break;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), "0", 1) != 1) answer = 'e';
+  }
+  if (::write(channel, &answer, 1) != 1 || answer != 'j') ::_exit(1);
+  if (protocol::receive_message(channel, bytes, fds, 64) <= 0 || fds.size() < 3 ||
+      fds.size() > 4) {
+    ::_exit(0);
+  }
+  // Park the descriptors above the targets, then place them where a monitor expects them.
+  std::vector<int> parked;
+  for (auto& fd : fds) {
+    const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 30);
+    if (moved < 0) ::_exit(1);
+    parked.push_back(moved);
+  }
+  fds.clear();
+  const int targets[] = {kConfigFd, kStatusFd, kControlFd, kImagePinFd};
+  for (std::size_t i = 0; i < parked.size(); ++i) {
+    if (::dup2(parked[i], targets[i]) != targets[i]) ::_exit(1);
+    ::close(parked[i]);
+  }
+  ::close(channel);
+  run_monitor(true);
+}
+
 }  // namespace
 }  // namespace airlock::linux_backend::init
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--standby") == 0) {
+    airlock::linux_backend::init::run_standby(static_cast<pid_t>(std::atol(argv[2])));
+  }
   if (argc != 2 || std::strcmp(argv[1], "--sandbox") != 0) {
     std::fprintf(stderr,
                  "airlock-init: this helper is started by the airlock library, not by hand\n");
@@ -227,5 +283,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  airlock::linux_backend::init::run_monitor();
+  airlock::linux_backend::init::run_monitor(false);
 }
