@@ -50,13 +50,16 @@ void raced_write(ProbeContext& c) {
   const std::string decoy = c.paths().outside + "/write-race";
   c.subject().plant_file(decoy + "/.keep", "");
   c.subject().plant_file(entry + "/.keep", "");
-  // Renamed aside rather than removed: the writes racing into the directory keep filling it,
-  // and on a backend whose writes are fast an `rm -rf` of it never finds it empty. A rename is
-  // one atomic step whatever the directory holds (each flip gets its own name: `$$`).
+  // When `rm -rf` loses to the writes racing into the directory (on a backend whose writes are
+  // fast it may never find it empty), the directory is renamed aside instead: one atomic step
+  // whatever it holds.
+  long asides = 0;
   auto to_link = [&] {
-    const ExecResult result = c.run({"sh", "-c", "mv \"$1\" \"$1.aside.$$\" && ln -s \"$2\" \"$1\"",
-                                     "flip", entry, decoy});
-    return result.exit_code == 0;
+    if (c.run({"rm", "-rf", entry}).exit_code != 0 &&
+        c.run({"mv", entry, entry + ".aside." + std::to_string(asides++)}).exit_code != 0) {
+      return false;
+    }
+    return c.run({"ln", "-s", decoy, entry}).exit_code == 0;
   };
   auto to_directory = [&] {
     const ExecResult result = c.run({"sh", "-c", "rm -rf \"$1\" && mkdir \"$1\"", "flip", entry});

@@ -12,8 +12,9 @@
 //   root filesystem  image "host": the host's root read-only (top-level directories bound
 //                    recursively, read-only, nosuid, nodev), private /tmp and /run, a minimal
 //                    /dev, fresh /proc and /sys, and a writable work dir (spec.work_dir) created
-//                    at acquire. A rootfs directory (an absolute path): an overlay whose writes
-//                    land in the sandbox's own state directory.
+//                    at acquire. An image from the image store (images.hpp), or a rootfs
+//                    directory named by an absolute path: an overlay whose writes land in the
+//                    sandbox's own state directory; a stored image is pinned while in use.
 //   identity         as root, guest uids/gids 0..65535 are host uid_base..uid_base+65535 (every
 //                    sandbox of a backend shares that range; sandboxes are kept apart by their
 //                    namespaces, not by uids). Host files owned by host users — root included —
@@ -63,8 +64,12 @@ struct LinuxBackendConfig {
   // Where records, control sockets and sandbox storage live. Empty: $AIRLOCK_STATE_DIR, else
   // /var/lib/airlock as root, else $XDG_STATE_HOME/airlock (or ~/.local/state/airlock).
   std::filesystem::path state_dir;
-  // The image of a spec that names none: "host", or an absolute path to a rootfs directory.
+  // The image of a spec that names none: "host", an image store reference, or an absolute path
+  // to a rootfs directory.
   std::string default_image = "host";
+  // The image store references resolve in. Empty: <state_dir>/images (where `airlock image`
+  // imports by default).
+  std::filesystem::path image_store;
   // As root: guest ids 0..65535 map to uid_base..uid_base+65535 (same base for gids).
   std::uint32_t uid_base = 1'000'000'000;
   // Limits for a spec whose `resources` leave a leg unset. nullopt = no limit on that leg.
@@ -92,7 +97,8 @@ struct LinuxBackendConfig {
   bool standby = true;
 };
 
-// Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image, uid_base,
+// Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image,
+// image_store, uid_base,
 // memory_bytes, pids, cpu_millis (each a number, or null for no limit), max_concurrent_commands,
 // init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, limits
 // ({files_in, files_out}). Unknown keys are refused naming the key.

@@ -39,6 +39,11 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       }
     } else if (field == "default_image") {
       parsed.default_image = string_field(value, path);
+    } else if (field == "image_store") {
+      parsed.image_store = string_field(value, path);
+      if (!parsed.image_store.is_absolute()) {
+        throw InvalidArgument(path + ": must be an absolute path", path);
+      }
     } else if (field == "uid_base") {
       const std::uint64_t base = count_field(value, path);
       if (base == 0 || base > 0xFFFFFFFEull - 65535) {
@@ -82,7 +87,8 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
         }
       }
     } else {
-      throw InvalidArgument(path + ": unknown field (known: state_dir, default_image, uid_base, "
+      throw InvalidArgument(path + ": unknown field (known: state_dir, default_image, image_store, "
+                                   "uid_base, "
                                    "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
                                    "init_path, output_ceiling_bytes, start_timeout_ms, "
                                    "per_command_cgroups, standby, limits)",

@@ -14,6 +14,7 @@
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
+#include "airlock/state_dir.hpp"
 #include "backends/linux/control_channel.hpp"
 #include "backends/linux/launcher.hpp"
 #include "backends/linux/seccomp_policy.hpp"
@@ -146,6 +147,11 @@ std::unique_ptr<StandbyMonitor> LinuxBackend::take_standby(const InstanceCgroups
   }
   standby_wakeup_.notify_all();
   return taken;
+}
+
+std::string LinuxBackend::ready_standby() {
+  std::lock_guard lock(standby_mutex_);
+  return standby_ && standby_->usable() ? standby_->instance_id() : std::string();
 }
 
 // Keeps one standby monitor ready. Runs on its own thread because a standby dies with the
@@ -281,7 +287,9 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   } else if (::access(store_.sandbox_dir(id).c_str(), F_OK) == 0) {
     destroy_locked(id, std::nullopt);  // leftovers of a crash before the first record
   }
-  ResolvedImage image = resolve_image(image_reference);
+  const std::filesystem::path store_root =
+      config_->image_store.empty() ? store_.base().parent_path() / "images" : config_->image_store;
+  ResolvedImage image = resolve_image(image_reference, {store_root, config_->uid_base});
   auto created = create(id, key, spec, resources, std::move(image));
   std::lock_guard lock(cache_mutex_);
   cache_[id] = created;
@@ -595,24 +603,6 @@ std::shared_ptr<SandboxBackend> make_linux_backend(LinuxBackendConfig config) {
   return linux_backend::make_backend_instance(std::move(config));
 }
 
-std::filesystem::path default_linux_state_dir() {
-  if (const char* explicit_dir = std::getenv("AIRLOCK_STATE_DIR");
-      explicit_dir != nullptr && *explicit_dir != '\0') {
-    if (explicit_dir[0] != '/') {
-      throw InvalidArgument("AIRLOCK_STATE_DIR must be an absolute path", "AIRLOCK_STATE_DIR");
-    }
-    return explicit_dir;
-  }
-  if (::geteuid() == 0) return "/var/lib/airlock";
-  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg != nullptr && xdg[0] == '/') {
-    return std::filesystem::path(xdg) / "airlock";
-  }
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || home[0] != '/') {
-    throw InvalidArgument("no state directory: set AIRLOCK_STATE_DIR, XDG_STATE_HOME or HOME",
-                          "state_dir");
-  }
-  return std::filesystem::path(home) / ".local" / "state" / "airlock";
-}
+std::filesystem::path default_linux_state_dir() { return default_state_dir(); }
 
 }  // namespace airlock

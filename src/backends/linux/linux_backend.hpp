@@ -41,6 +41,8 @@ class LinuxBackend final : public SandboxBackend {
   int purge_all() noexcept override;
 
   const LinuxBackendConfig& config() const noexcept { return *config_; }
+  // The instance id of the standby monitor waiting to be claimed, or "" (for tests and metrics).
+  std::string ready_standby();
   const StateStore& store() const noexcept { return store_; }
   bool privileged() const noexcept { return privileged_; }
 

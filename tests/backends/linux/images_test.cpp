@@ -1,7 +1,10 @@
 // Directory images: an overlay over a rootfs, writes landing in the sandbox's own storage.
 #include <fstream>
+#include <thread>
 
 #include "airlock/errors.hpp"
+#include "airlock/images.hpp"
+#include "backends/linux/state_store.hpp"
 #include "linux/fixture.hpp"
 
 namespace airlock::linux_backend::testing {
@@ -66,6 +69,49 @@ TEST_F(ImagesTest, TestProgramsRunInAnImageWithoutALibrary) {
   auto sandbox = acquire(image_spec());
   const std::string maker = install_testcase(*sandbox, "zombie_maker");
   EXPECT_EQ(sh(*sandbox, maker + " 5").exit_code, 0);
+}
+
+TEST_F(ImagesTest, AStoredImageRunsAndStaysPinnedWhileInUse) {
+  images::ImageStore store(state_->path() / "images",
+                           images::OwnershipMap::for_current_process(LinuxBackendConfig{}.uid_base));
+  // The store takes a rootfs as the image describes it (root-owned), and stores it shifted.
+  TemporaryDirectory source("airlock-linux-image-source");
+  const auto unshifted = make_busybox_rootfs(source.path(), 0);
+  ASSERT_TRUE(unshifted);
+  store.import_directory(*unshifted, "busybox");
+  {
+    auto sandbox = acquire(spec("stored", [](SandboxSpec::Fields& fields) {
+      fields.image = "busybox";
+    }));
+    const ExecResult result = sh(*sandbox, "id -u; stat -c %u /bin/busybox; echo x > /bin/new");
+    EXPECT_EQ(result.stdout_bytes, "0\n0\n") << result.stderr_bytes;
+    EXPECT_NE(sandbox->record().image.find("busybox:latest (sha256:"), std::string::npos)
+        << sandbox->record().image;
+    // In use: the store refuses to remove it.
+    EXPECT_THROW(store.remove("busybox"), InvalidArgument);
+    backend_->dispose(key_);
+  }
+  // The pin went with the sandbox's init.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    try {
+      store.remove("busybox");
+      break;
+    } catch (const InvalidArgument&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  EXPECT_FALSE(store.find("busybox"));
+}
+
+TEST_F(ImagesTest, AnUnknownImageNamesTheStoreAndHowToImport) {
+  try {
+    acquire(spec("unknown", [](SandboxSpec::Fields& fields) { fields.image = "nonesuch:1.0"; }));
+    FAIL() << "an unknown image was accepted";
+  } catch (const InvalidArgument& refused) {
+    EXPECT_NE(refused.message().find("airlock image import"), std::string::npos)
+        << refused.message();
+  }
+  EXPECT_TRUE(StateStore(state_->path()).ids().empty());
 }
 
 TEST_F(ImagesTest, AnImageThatIsNotADirectoryIsRefused) {

@@ -14,6 +14,7 @@
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
+#include "backends/linux/linux_backend.hpp"
 #include "backends/linux/state_store.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "linux/fixture.hpp"
@@ -221,16 +222,16 @@ TEST_F(LifecycleTest, AHostKilledAtAnyStepLeavesNothingPurgeCannotReclaim) {
 TEST_F(LifecycleTest, TheStandbyServesTheNextColdAcquireAndGoesWithItsBackend) {
   auto first = acquire(spec("first"));
   // The backend prepares a standby after its first acquire.
+  auto* linux = dynamic_cast<LinuxBackend*>(backend_.get());
+  ASSERT_NE(linux, nullptr);
   const auto standby_dir = state_->path() / "linux" / "standby";
   std::string standby_id;
-  for (int attempt = 0; attempt < 100 && standby_id.empty(); ++attempt) {
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(standby_dir, error)) {
-      if (entry.path().extension() == ".json") standby_id = entry.path().stem().string();
-    }
+  for (int attempt = 0; attempt < 200 && standby_id.empty(); ++attempt) {
+    standby_id = linux->ready_standby();
     if (standby_id.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(standby_id.empty()) << "no standby was prepared";
+  EXPECT_TRUE(std::filesystem::exists(standby_dir / (standby_id + ".json")));
   track_all(audit_, state_->path());
   auto second = acquire(spec("second"));
   EXPECT_EQ(second->instance_id(), standby_id);
