@@ -14,6 +14,7 @@
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/gvisor/bundle.hpp"
 #include "backends/gvisor/cleanup.hpp"

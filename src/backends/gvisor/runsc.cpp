@@ -86,6 +86,21 @@ std::filesystem::path locate_guest_helper(const std::filesystem::path& configure
                      "looked in: " + looked + " (set guest_helper_path or AIRLOCK_GVISOR_GUEST)");
 }
 
+namespace {
+
+// Members read by hand: nlohmann's value() with a default trips -Wnull-dereference here.
+std::string string_member(const json::Json& object, const char* name) {
+  const auto found = object.find(name);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+long long_member(const json::Json& object, const char* name) {
+  const auto found = object.find(name);
+  return found != object.end() && found->is_number_integer() ? found->get<long>() : 0L;
+}
+
+}  // namespace
+
 Runsc::Runsc(std::filesystem::path binary, std::filesystem::path root,
              std::chrono::milliseconds timeout)
     : binary_(std::move(binary)), root_(std::move(root)), timeout_(timeout) {}
@@ -114,9 +129,10 @@ std::vector<RunscContainer> Runsc::list() const {
   if (!parsed.is_array()) return containers;  // "null" when there are none
   for (const auto& entry : parsed) {
     RunscContainer container;
-    container.id = entry.value("id", "");
-    container.status = entry.value("status", "");
-    container.pid = entry.value("pid", 0L);
+    if (!entry.is_object()) continue;
+    container.id = string_member(entry, "id");
+    container.status = string_member(entry, "status");
+    container.pid = long_member(entry, "pid");
     if (!container.id.empty()) containers.push_back(std::move(container));
   }
   return containers;
@@ -127,7 +143,7 @@ std::optional<RunscContainer> Runsc::state(const std::string& id) const {
   if (answered.exit_code != 0) return std::nullopt;
   const json::Json parsed = json::Json::parse(answered.stdout_text, nullptr, false);
   if (!parsed.is_object()) return std::nullopt;
-  return RunscContainer{id, parsed.value("status", ""), parsed.value("pid", 0L)};
+  return RunscContainer{id, string_member(parsed, "status"), long_member(parsed, "pid")};
 }
 
 bool Runsc::destroy(const std::string& id) const {
