@@ -86,6 +86,26 @@ std::optional<int> await_create(int status_fd, std::chrono::milliseconds timeout
   return std::atoi(text.c_str() + 7);
 }
 
+// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid, so every
+// directory above them must let others pass. Refuse up front, naming the directory, rather
+// than let every create fail with runsc's "permission denied".
+void require_traversable(const std::filesystem::path& target, const char* what) {
+  std::error_code error;
+  auto directory = std::filesystem::absolute(target, error).parent_path();
+  for (; !directory.empty(); directory = directory.parent_path()) {
+    struct stat info {};
+    if (::stat(directory.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0) {
+      throw InvalidArgument(std::string("the gvisor backend's ") + what + " is under " +
+                                directory.string() +
+                                ", which other users cannot pass through; runsc's file proxy "
+                                "runs as an unprivileged uid and needs that (chmod o+x it, or "
+                                "choose another directory)",
+                            what);
+    }
+    if (directory == directory.root_path()) break;
+  }
+}
+
 bool labels_match(const Record& record, const std::map<std::string, std::string>& wanted) {
   for (const auto& [label, value] : wanted) {
     const auto found = record.labels.find(label);
@@ -104,6 +124,8 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
     throw NotSupported("the gvisor backend needs root: runsc creates namespaces and cgroups "
                        "(run as root, or use another backend)");
   }
+  require_traversable(store_.base(), "state_dir");
+  require_traversable(resolved_image_store(*config_) / "content", "image_store");
   const auto binary = locate_runsc(config_->runsc_path);
   helper_source_ = locate_guest_helper(config_->guest_helper_path);
   store_.ensure_layout();
@@ -279,7 +301,9 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     }
     record.state = "running";
     store_.write(record);
-  } catch (...) {
+  } catch (const std::exception& error) {
+    // The caller sees the message only; the operator needs runsc's words.
+    spdlog::warn("gvisor: creating {} failed: {}", id, error_detail(error));
     teardown_locked(id);
     throw;
   }

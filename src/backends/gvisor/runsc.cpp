@@ -107,6 +107,11 @@ Runsc::Runsc(std::filesystem::path binary, std::filesystem::path root,
 
 std::vector<std::string> Runsc::command(const std::vector<std::string>& arguments) const {
   std::vector<std::string> argv = {binary_.string(), "--root=" + root_.string()};
+  // For operators chasing a failed start: runsc's own debug logs, one file per command.
+  if (const char* debug = std::getenv("AIRLOCK_RUNSC_DEBUG_DIR"); debug != nullptr && *debug) {
+    argv.push_back("--debug");
+    argv.push_back("--debug-log=" + std::string(debug) + "/");
+  }
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   return argv;
 }

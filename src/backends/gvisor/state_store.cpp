@@ -45,8 +45,17 @@ void StateStore::ensure_layout() const {
                          directory.string() + ": " + error.message());
     }
   }
+  // runsc's Gofer runs as the sandbox's host uid (uid_base), not as host root: it must be able
+  // to pass through the base to reach the helper directory it binds. Traverse only, no listing;
+  // everything private (runsc's root, records, bundles, locks) stays owner-only.
+  using std::filesystem::perms;
+  const perms traverse = perms::owner_all | perms::group_exec | perms::others_exec;
   std::error_code ignored;
-  std::filesystem::permissions(base_, std::filesystem::perms::owner_all, ignored);
+  std::filesystem::permissions(base_, traverse, ignored);
+  std::filesystem::permissions(base_ / "helpers", traverse, ignored);
+  for (const auto& directory : {base_ / "runsc", base_ / "locks", base_ / "sandboxes"}) {
+    std::filesystem::permissions(directory, perms::owner_all, ignored);
+  }
 }
 
 UniqueFd StateStore::lock(const std::string& id) const {
