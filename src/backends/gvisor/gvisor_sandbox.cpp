@@ -1,5 +1,7 @@
 #include "backends/gvisor/gvisor_sandbox.hpp"
 
+#include <climits>
+
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
@@ -12,6 +14,7 @@ using namespace gvisor_guest;
 
 // File-plane operations are bounded by this, not by a caller's timeout: they are ours.
 constexpr auto kFileOperationTimeout = std::chrono::seconds(120);
+constexpr std::uint64_t kHelperMessageRoom = 64 << 10;
 
 std::string first_line(const std::string& text) {
   const auto newline = text.find('\n');
@@ -45,6 +48,30 @@ std::string first_line(const std::string& text) {
       throw BackendError("the sandbox's file helper failed",
                          what + " (exit " + std::to_string(result.exit_code) + ")");
   }
+}
+
+// confine_guest_path, plus the kernel's own limits: no guest could name a longer path or
+// component either, so the file plane refuses them before any exec.
+std::string confine(std::string_view path, std::string_view working_directory) {
+  std::string absolute = confine_guest_path(path, working_directory);
+  if (absolute.size() >= PATH_MAX) {
+    throw SystemError("'" + std::string(path.substr(0, 48)) + "…' is longer than PATH_MAX (" +
+                          std::to_string(absolute.size()) + " bytes)",
+                      ENAMETOOLONG, std::string(path.substr(0, 256)));
+  }
+  std::size_t start = 1;
+  while (start < absolute.size()) {
+    const auto slash = absolute.find('/', start);
+    const auto end = slash == std::string::npos ? absolute.size() : slash;
+    if (end - start > NAME_MAX) {
+      throw SystemError("a component of '" + std::string(path.substr(0, 48)) +
+                            "…' is longer than NAME_MAX (" + std::to_string(end - start) +
+                            " bytes)",
+                        ENAMETOOLONG, std::string(path.substr(0, 256)));
+    }
+    start = end + 1;
+  }
+  return absolute;
 }
 
 std::string relative_to(const std::string& absolute, std::string_view working_directory) {
@@ -152,7 +179,7 @@ ExecResult GvisorSandbox::run_code(std::string_view code, Milliseconds timeout) 
 
 void GvisorSandbox::write_file(std::string_view path, std::string_view content,
                                std::string_view working_directory) {
-  const std::string target = confine_guest_path(path, working_directory);
+  const std::string target = confine(path, working_directory);
   if (target == normalize_guest_path(working_directory)) {
     throw ConfinementError("write_file: the working directory itself is not a file",
                            "working_directory");
@@ -169,7 +196,7 @@ void GvisorSandbox::write_file(std::string_view path, std::string_view content,
 
 std::optional<SandboxEntry> GvisorSandbox::stat_file(std::string_view path,
                                                      std::string_view working_directory) {
-  const std::string target = confine_guest_path(path, working_directory);
+  const std::string target = confine(path, working_directory);
   const ExecResult result = helper({"stat", target}, {}, false, 64 << 10);
   if (result.exit_code != kFileOk) raise_file_failure(result, "stat_file", target);
   const std::string line = first_line(result.stdout_bytes);
@@ -186,9 +213,16 @@ std::optional<SandboxEntry> GvisorSandbox::stat_file(std::string_view path,
 
 std::string GvisorSandbox::read_file(std::string_view path, std::string_view working_directory,
                                      std::uint64_t max_bytes) {
-  const std::string target = confine_guest_path(path, working_directory);
-  const ExecResult result =
-      helper({"read", target, std::to_string(max_bytes)}, {}, false, max_bytes + 1);
+  const std::string target = confine(path, working_directory);
+  // The ceiling leaves room for the helper's one-line refusal on stderr; the content itself is
+  // checked against max_bytes below.
+  ExecResult result;
+  try {
+    result = helper({"read", target, std::to_string(max_bytes)}, {}, false,
+                    max_bytes + kHelperMessageRoom);
+  } catch (const ExecOutputLimitExceeded&) {
+    throw TransferCapExceeded("max_bytes", target, max_bytes);
+  }
   if (result.exit_code == kFileTooLarge) {
     throw TransferCapExceeded("max_bytes", target, max_bytes);
   }
@@ -201,7 +235,7 @@ std::string GvisorSandbox::read_file(std::string_view path, std::string_view wor
 
 std::vector<SandboxEntry> GvisorSandbox::list_dir(std::string_view path,
                                                   std::string_view working_directory) {
-  const std::string target = confine_guest_path(path, working_directory);
+  const std::string target = confine(path, working_directory);
   const ExecResult result = helper({"list", target}, {}, false, config_->output_ceiling_bytes);
   if (result.exit_code != kFileOk) raise_file_failure(result, "list_dir", target);
   std::vector<SandboxEntry> entries;
@@ -227,7 +261,7 @@ std::vector<SandboxEntry> GvisorSandbox::list_dir(std::string_view path,
 
 void GvisorSandbox::remove(std::string_view path, std::string_view working_directory,
                            bool recursive) {
-  const std::string target = confine_guest_path(path, working_directory);
+  const std::string target = confine(path, working_directory);
   if (target == normalize_guest_path(working_directory)) {
     throw ConfinementError("remove: the working directory itself is refused", "working_directory");
   }

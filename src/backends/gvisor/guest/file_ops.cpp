@@ -50,10 +50,14 @@ std::string random_suffix() {
 
 bool print(const std::string& text) { return write_all(1, text.data(), text.size()); }
 
-std::string kind_word(mode_t mode) {
-  if (S_ISREG(mode)) return "file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISLNK(mode)) return "symlink";
+// A regular file with other hard links is "other": a second name may be one outside the work
+// directory, and describing it as a file would invite a read of that file through it.
+bool plain_file(const struct stat& info) { return S_ISREG(info.st_mode) && info.st_nlink <= 1; }
+
+std::string kind_word(const struct stat& info) {
+  if (S_ISREG(info.st_mode)) return plain_file(info) ? "file" : "other";
+  if (S_ISDIR(info.st_mode)) return "directory";
+  if (S_ISLNK(info.st_mode)) return "symlink";
   return "other";
 }
 
@@ -138,8 +142,8 @@ Failure stat_path(const std::string& path) {
     if (errno == ENOENT) return print("absent\n") ? Failure{} : system_failure(errno, "write", "-");
     return system_failure(errno, "stat", path);
   }
-  std::string line = kind_word(info.st_mode);
-  if (S_ISREG(info.st_mode)) line += " " + std::to_string(info.st_size);
+  std::string line = kind_word(info);
+  if (plain_file(info)) line += " " + std::to_string(info.st_size);
   return print(line + "\n") ? Failure{} : system_failure(errno, "write", "-");
 }
 
@@ -161,6 +165,9 @@ Failure read_path(const std::string& path, std::uint64_t max_bytes) {
   if (::fstat(file.get(), &info) != 0) return system_failure(errno, "stat", path);
   if (S_ISDIR(info.st_mode)) return {kFileIsDirectory, "is a directory: " + path};
   if (!S_ISREG(info.st_mode)) return {kFileNotRegular, "not a regular file: " + path};
+  if (info.st_nlink > 1) {
+    return {kFileNotRegular, "has other hard links, so it could name a file outside: " + path};
+  }
   if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
     return {kFileTooLarge, "size " + std::to_string(info.st_size) + " is over " +
                                std::to_string(max_bytes) + ": " + path};
@@ -271,8 +278,8 @@ Failure list_path(const std::string& path) {
       if (errno == ENOENT) continue;  // removed while listing
       return system_failure(errno, "stat", path + "/" + name);
     }
-    const std::string size = S_ISREG(info.st_mode) ? std::to_string(info.st_size) : "-";
-    out += kind_word(info.st_mode) + " " + size + " " + name;
+    const std::string size = plain_file(info) ? std::to_string(info.st_size) : "-";
+    out += kind_word(info) + " " + size + " " + name;
     out.push_back('\0');
   }
   return print(out) ? Failure{} : system_failure(errno, "write", "-");
