@@ -20,8 +20,11 @@
 //                the same map the image store owns the files with; the Sentry and Gofer run as
 //                host uid_base, never as host root. No capabilities, no_new_privs.
 //   limits       cgroups (an absolute path under /airlock-gvisor/) for memory, pids and CPU.
-//                gVisor counts its own Sentry and Gofer threads in the pids controller, so the
-//                limit written is the guest's allowance plus `pids_overhead`.
+//                The guest's process allowance is enforced inside gVisor (RLIMIT_NPROC: a
+//                fork past it fails with EAGAIN and the sandbox serves on). The host pids
+//                cgroup is only a backstop: the Sentry's own threads and per-process stubs
+//                count there, and a Sentry that cannot make one dies with the whole sandbox,
+//                so it is written as 8 × the allowance + `pids_overhead`.
 //   exec         `runsc exec` of our guest helper, which runs the command as a session leader
 //                and child subreaper, reports its exit status on a descriptor of its own, and on
 //                a timeout, an output overflow or a cancellation kills the command's whole tree
@@ -85,8 +88,8 @@ struct GvisorBackendConfig {
   std::uint32_t uid_base = 1'000'000'000;
   // Limits for a spec whose `resources` leave a leg unset; nullopt = no limit on that leg.
   ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt};
-  // Added to the guest's pids allowance: the Sentry's and Gofer's own threads count there.
-  std::uint64_t pids_overhead = 128;
+  // Added to the host pids backstop: the Sentry's and Gofer's own threads count there.
+  std::uint64_t pids_overhead = 256;
   // Where the overlay keeps the guest's writes: "dir" (a file store in the sandbox's state
   // directory, on disk) or "memory" (the sandbox's memory, counted against its limit).
   std::string overlay_medium = "dir";

@@ -35,6 +35,10 @@ json::Json bundle_config(const BundlePlan& plan) {
       {"noNewPrivileges", true},
       // Lowering only: root here has no CAP_SYS_RESOURCE, and raising a limit fails the create.
       {"rlimits", Json::array({{{"type", "RLIMIT_NOFILE"}, {"hard", 4096}, {"soft", 4096}}})}};
+  if (plan.guest_pids) {
+    process["rlimits"].push_back(
+        {{"type", "RLIMIT_NPROC"}, {"hard", *plan.guest_pids}, {"soft", *plan.guest_pids}});
+  }
 
   Json mounts = Json::array({
       {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
@@ -68,7 +72,7 @@ json::Json bundle_config(const BundlePlan& plan) {
 
   Json resources = Json::object();
   if (plan.memory_bytes) resources["memory"] = {{"limit", *plan.memory_bytes}};
-  if (plan.pids) resources["pids"] = {{"limit", *plan.pids}};
+  if (plan.host_pids) resources["pids"] = {{"limit", *plan.host_pids}};
   if (plan.cpu_millis) {
     constexpr std::uint64_t kPeriod = 100'000;
     resources["cpu"] = {{"period", kPeriod}, {"quota", *plan.cpu_millis * kPeriod / 1000}};

@@ -19,7 +19,11 @@ struct BundlePlan {
   std::uint32_t uid_base = 0;
   std::vector<std::string> environment;  // "KEY=value", the image's first, then ours
   std::optional<std::uint64_t> memory_bytes;
-  std::optional<std::uint64_t> pids;    // already including the runtime's overhead
+  // The guest's process allowance, enforced inside gVisor as RLIMIT_NPROC (the Sentry refuses
+  // the fork with EAGAIN), and the host pids cgroup as a backstop sized for the Sentry's own
+  // threads and its per-process stubs: hitting that one makes the Sentry fail as a whole.
+  std::optional<std::uint64_t> guest_pids;
+  std::optional<std::uint64_t> host_pids;
   std::optional<std::uint64_t> cpu_millis;
   // allowlist: the host directory holding the proxy's socket, bound read-only at
   // kEgressGuestDirectory, and the bridge's loopback port inside.

@@ -246,8 +246,11 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
   } else {
     // No status line: runsc itself failed (container gone), or the helper was killed from
     // inside the guest.
-    if (client_exit >= 125 && result.stdout_bytes.empty() &&
-        result.stderr_bytes.find("container") != std::string::npos) {
+    // runsc's own refusals ("loading sandbox: file does not exist", "loading container: …")
+    // come before the helper could say anything; a guest-side kill of the helper does not.
+    const bool runsc_refused = result.stderr_bytes.find("loading sandbox") != std::string::npos ||
+                               result.stderr_bytes.find("container") != std::string::npos;
+    if (client_exit >= 125 && result.stdout_bytes.empty() && runsc_refused) {
       throw BackendError("the sandbox's container is gone or could not run the command",
                          "runsc exec exit " + std::to_string(client_exit) + ": " +
                              result.stderr_bytes);
