@@ -27,6 +27,9 @@ TEST_F(Lifecycle, CommandsRunUnderGvisorsKernelWithSeparateStreams) {
   // State written by one exec is seen by the next: one long-lived container.
   sh(*sandbox, "echo kept > note");
   EXPECT_EQ(sh(*sandbox, "cat note").stdout_bytes, "kept\n");
+  // A process started in the background by one exec outlives it (host_tools relies on that).
+  sh(*sandbox, "sleep 300 >/dev/null 2>&1 &");
+  EXPECT_NE(sh(*sandbox, "pidof sleep").stdout_bytes, "");
   backend_->dispose(key_);
   EXPECT_TRUE(backend_->list_sandboxes().empty());
   EXPECT_THROW(sh(*sandbox, "true"), Error) << "a disposed sandbox must not run commands";
