@@ -57,8 +57,8 @@ int run_quietly(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   pid_t child = 0;
-  const int failed = ::posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(),
-                                   environ);
+  const int failed =
+      ::posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (failed != 0) return 127;
   int status = 0;
@@ -89,20 +89,22 @@ void make_busybox_root(const std::filesystem::path& root) {
 void write_bundle(const std::filesystem::path& bundle, const std::filesystem::path& rootfs,
                   const std::vector<std::string>& args) {
   std::filesystem::create_directories(bundle);
-  const json::Json config = {
-      {"ociVersion", "1.0.2"},
-      {"process",
-       {{"terminal", false},
-        {"user", {{"uid", 0}, {"gid", 0}}},
-        {"args", args},
-        {"env", {"PATH=/bin"}},
-        {"cwd", "/"},
-        {"noNewPrivileges", true}}},
-      {"root", {{"path", rootfs.string()}, {"readonly", true}}},
-      {"linux",
-       {{"namespaces",
-         {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}},
-          {{"type", "mount"}}}}}}};
+  const json::Json config = {{"ociVersion", "1.0.2"},
+                             {"process",
+                              {{"terminal", false},
+                               {"user", {{"uid", 0}, {"gid", 0}}},
+                               {"args", args},
+                               {"env", {"PATH=/bin"}},
+                               {"cwd", "/"},
+                               {"noNewPrivileges", true}}},
+                             {"root", {{"path", rootfs.string()}, {"readonly", true}}},
+                             {"linux",
+                              {{"namespaces",
+                                {{{"type", "pid"}},
+                                 {{"type", "network"}},
+                                 {{"type", "ipc"}},
+                                 {{"type", "uts"}},
+                                 {{"type", "mount"}}}}}}};
   std::ofstream(bundle / "config.json") << config.dump();
 }
 
@@ -136,10 +138,10 @@ void run_gvisor_group(BenchRun& run) {
     return;
   }
   const std::string platform = "--platform=" + std::string(to_string(*probe.working));
-  run.record(Stats{"gvisor platform probe (" + std::string(to_string(*probe.working)) +
-                       ", once per process)",
-                   "ms",
-                   {probe.probe_milliseconds}});
+  run.record(Stats{
+      "gvisor platform probe (" + std::string(to_string(*probe.working)) + ", once per process)",
+      "ms",
+      {probe.probe_milliseconds}});
   auto backend = make_gvisor_backend(config);
   SandboxSpec::Fields fields;
   fields.kind = "bench";

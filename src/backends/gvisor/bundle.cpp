@@ -77,16 +77,15 @@ json::Json bundle_config(const BundlePlan& plan) {
     constexpr std::uint64_t kPeriod = 100'000;
     resources["cpu"] = {{"period", kPeriod}, {"quota", *plan.cpu_millis * kPeriod / 1000}};
   }
-  const Json mapping = Json::array(
-      {{{"containerID", 0}, {"hostID", plan.uid_base}, {"size", 65536}}});
+  const Json mapping =
+      Json::array({{{"containerID", 0}, {"hostID", plan.uid_base}, {"size", 65536}}});
   Json linux_section = {
-      {"namespaces",
-       Json::array({{{"type", "pid"}},
-                    {{"type", "network"}},
-                    {{"type", "ipc"}},
-                    {{"type", "uts"}},
-                    {{"type", "mount"}},
-                    {{"type", "user"}}})},
+      {"namespaces", Json::array({{{"type", "pid"}},
+                                  {{"type", "network"}},
+                                  {{"type", "ipc"}},
+                                  {{"type", "uts"}},
+                                  {{"type", "mount"}},
+                                  {{"type", "user"}}})},
       {"uidMappings", mapping},
       {"gidMappings", mapping},
       {"cgroupsPath", plan.cgroups_path},

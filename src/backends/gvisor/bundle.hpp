@@ -12,10 +12,10 @@
 namespace airlock::gvisor_backend {
 
 struct BundlePlan {
-  std::filesystem::path rootfs;         // the image's extracted rootfs (absolute, not a link)
+  std::filesystem::path rootfs;            // the image's extracted rootfs (absolute, not a link)
   std::filesystem::path helper_directory;  // host directory bound read-only at /.airlock
-  std::string cgroups_path;             // absolute: "/airlock-gvisor/<container id>"
-  std::string work_dir;                 // created by the keeper
+  std::string cgroups_path;                // absolute: "/airlock-gvisor/<container id>"
+  std::string work_dir;                    // created by the keeper
   std::uint32_t uid_base = 0;
   std::vector<std::string> environment;  // "KEY=value", the image's first, then ours
   std::optional<std::uint64_t> memory_bytes;

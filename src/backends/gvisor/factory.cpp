@@ -51,8 +51,9 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
       } else if (platform == "ptrace") {
         parsed.platform = GvisorPlatform::ptrace;
       } else {
-        throw InvalidArgument(path + ": \"" + platform + "\" is not a platform (auto, systrap, "
-                                                         "ptrace)",
+        throw InvalidArgument(path + ": \"" + platform +
+                                  "\" is not a platform (auto, systrap, "
+                                  "ptrace)",
                               path);
       }
     } else if (field == "image_store") {
@@ -81,7 +82,8 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
       }
     } else if (field == "output_ceiling_bytes") {
       parsed.output_ceiling_bytes = count_field(value, path);
-      if (parsed.output_ceiling_bytes == 0) throw InvalidArgument(path + ": must be positive", path);
+      if (parsed.output_ceiling_bytes == 0)
+        throw InvalidArgument(path + ": must be positive", path);
     } else if (field == "max_concurrent_commands") {
       const std::uint64_t slots = count_field(value, path);
       if (slots == 0 || slots > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
@@ -106,11 +108,12 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
         }
       }
     } else {
-      throw InvalidArgument(path + ": unknown field (known: state_dir, runsc_path, platform, "
-                                   "image_store, default_image, uid_base, memory_bytes, pids, "
-                                   "cpu_millis, pids_overhead, overlay_medium, "
-                                   "output_ceiling_bytes, max_concurrent_commands, "
-                                   "runsc_timeout_ms, guest_helper_path, limits)",
+      throw InvalidArgument(path +
+                                ": unknown field (known: state_dir, runsc_path, platform, "
+                                "image_store, default_image, uid_base, memory_bytes, pids, "
+                                "cpu_millis, pids_overhead, overlay_medium, "
+                                "output_ceiling_bytes, max_concurrent_commands, "
+                                "runsc_timeout_ms, guest_helper_path, limits)",
                             path);
     }
   }

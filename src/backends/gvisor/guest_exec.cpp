@@ -23,7 +23,9 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kKillGrace = std::chrono::seconds(6);
 constexpr auto kDrainGrace = std::chrono::milliseconds(150);
 
-void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
 struct Streams {
   UniqueFd out;
@@ -146,7 +148,8 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
                      {wake.get(), POLLIN, 0}};
     auto next = killing ? kill_deadline : command.deadline;
     if (drain_until && *drain_until < next) next = *drain_until;
-    auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+    auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
     // The client's exit is not a descriptor: look again at least every 20 ms.
     wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, 20));
     if (::poll(fds, 5, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
@@ -251,9 +254,9 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
     const bool runsc_refused = result.stderr_bytes.find("loading sandbox") != std::string::npos ||
                                result.stderr_bytes.find("container") != std::string::npos;
     if (client_exit >= 125 && result.stdout_bytes.empty() && runsc_refused) {
-      throw BackendError("the sandbox's container is gone or could not run the command",
-                         "runsc exec exit " + std::to_string(client_exit) + ": " +
-                             result.stderr_bytes);
+      throw BackendError(
+          "the sandbox's container is gone or could not run the command",
+          "runsc exec exit " + std::to_string(client_exit) + ": " + result.stderr_bytes);
     }
     result.exit_code = client_exit;
   }

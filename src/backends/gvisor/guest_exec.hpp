@@ -18,14 +18,14 @@
 namespace airlock::gvisor_backend {
 
 struct GuestCommand {
-  std::vector<std::string> argv;            // run inside the container
-  std::string working_directory;           // empty: "/"
+  std::vector<std::string> argv;  // run inside the container
+  std::string working_directory;  // empty: "/"
   std::vector<std::pair<std::string, std::string>> environment;
   std::string stdin_bytes;
-  bool feed_stdin = false;                 // false: stdin is /dev/null
+  bool feed_stdin = false;  // false: stdin is /dev/null
   std::chrono::steady_clock::time_point deadline;
-  std::uint64_t max_output_bytes = 0;      // combined stdout + stderr
-  bool truncate = false;                   // past the ceiling: drop (true) or refuse (false)
+  std::uint64_t max_output_bytes = 0;  // combined stdout + stderr
+  bool truncate = false;               // past the ceiling: drop (true) or refuse (false)
   std::stop_token stop;
   // Run the argv directly (the file plane's helper subcommands), not under `run`: no status or
   // control descriptors, the exit code is runsc's. Timeouts then kill the runsc client only.

@@ -33,7 +33,7 @@ inline constexpr int kControlFd = 4;  // host → guest: any byte or EOF = kill 
 // Exit codes of the file-plane subcommands; the reason is one line on stderr.
 enum FileExit : int {
   kFileOk = 0,
-  kFileLink = 10,        // a link where none may be (a parent, a listed dir, a write's target)
+  kFileLink = 10,          // a link where none may be (a parent, a listed dir, a write's target)
   kFileNotDirectory = 11,  // a non-directory parent that is not a link
   kFileNotFound = 12,
   kFileIsDirectory = 13,

@@ -123,8 +123,9 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
       store_(resolved_state_dir(*config_)),
       images_(resolved_image_store(*config_), images::OwnershipMap::shifted(config_->uid_base)) {
   if (::geteuid() != 0) {
-    throw NotSupported("the gvisor backend needs root: runsc creates namespaces and cgroups "
-                       "(run as root, or use another backend)");
+    throw NotSupported(
+        "the gvisor backend needs root: runsc creates namespaces and cgroups "
+        "(run as root, or use another backend)");
   }
   require_traversable(store_.base(), "state_dir");
   require_traversable(resolved_image_store(*config_) / "content", "image_store");
@@ -150,11 +151,13 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
   }
 }
 
-std::optional<EgressSet> GvisorBackend::egress_modes() const { return EgressSet{Egress::closed}; }
+std::optional<EgressSet> GvisorBackend::egress_modes() const {
+  return EgressSet{Egress::closed};
+}
 
 std::optional<CapabilitySet> GvisorBackend::capabilities() const {
-  return CapabilitySet{Capability::exec,       Capability::run_code,     Capability::files_in,
-                       Capability::files_out,  Capability::files_list,   Capability::files_delete,
+  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
+                       Capability::files_out, Capability::files_list, Capability::files_delete,
                        Capability::host_tools};
 }
 
@@ -299,10 +302,11 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     wait_process(first);
     const auto code = await_create(status.read.get(), config_->runsc_timeout);
     if (!code || *code != 0) {
-      throw BackendError("the gvisor sandbox could not be started",
-                         "runsc run " + id + (code ? " exited " + std::to_string(*code)
-                                                   : std::string(" gave no answer")) +
-                             ": " + read_tail(log_path));
+      throw BackendError(
+          "the gvisor sandbox could not be started",
+          "runsc run " + id +
+              (code ? " exited " + std::to_string(*code) : std::string(" gave no answer")) + ": " +
+              read_tail(log_path));
     }
     record.state = "running";
     store_.write(record);
@@ -418,10 +422,10 @@ std::vector<SandboxRecord> GvisorBackend::list_sandboxes() {
     listed.labels = record->labels;
     listed.egress_posture = record->egress_posture;
     const auto found = status.find(id);
-    listed.state = found == status.end() ? (record->state == "creating" ? "creating" : "dead")
-                                         : found->second;
-    listed.created_at = std::chrono::system_clock::time_point(
-        std::chrono::milliseconds(record->created_at_ms));
+    listed.state =
+        found == status.end() ? (record->state == "creating" ? "creating" : "dead") : found->second;
+    listed.created_at =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(record->created_at_ms));
     out.push_back(std::move(listed));
   }
   for (const auto& [id, state] : status) {

@@ -92,8 +92,9 @@ EntryKind kind_from_word(const std::string& word) {
 void CommandSlots::acquire(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   if (!freed_.wait_until(lock, deadline, [this] { return free_ > 0; })) {
-    throw QueuedTimeout("the command waited for a free slot in the sandbox past its deadline; "
-                        "nothing ran — retry unchanged");
+    throw QueuedTimeout(
+        "the command waited for a free slot in the sandbox past its deadline; "
+        "nothing ran — retry unchanged");
   }
   --free_;
 }
@@ -143,7 +144,8 @@ ExecResult GvisorSandbox::helper(std::vector<std::string> arguments, std::string
 
 ExecResult GvisorSandbox::exec(const Command& command, const ExecOptions& options) {
   const auto started = Clock::now();
-  if (options.timeout.count() <= 0) throw InvalidArgument("exec: timeout must be positive", "timeout");
+  if (options.timeout.count() <= 0)
+    throw InvalidArgument("exec: timeout must be positive", "timeout");
   GuestCommand guest;
   guest.argv = command.arguments();
   guest.working_directory = options.working_directory;
@@ -157,8 +159,10 @@ ExecResult GvisorSandbox::exec(const Command& command, const ExecOptions& option
   for (const auto& [name, value] : guest.environment) {
     if (name.empty() || name.find('=') != std::string::npos ||
         name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
-      throw InvalidArgument("exec: environment variable names must be non-empty, without '=' "
-                            "or NUL", "environment");
+      throw InvalidArgument(
+          "exec: environment variable names must be non-empty, without '=' "
+          "or NUL",
+          "environment");
     }
   }
   return run_guarded(std::move(guest));
@@ -189,8 +193,8 @@ void GvisorSandbox::write_file(std::string_view path, std::string_view content,
     throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path),
                               cap.max_bytes_per_file, content.size());
   }
-  const ExecResult result =
-      helper({"write", target, std::to_string(content.size())}, std::string(content), true, 64 << 10);
+  const ExecResult result = helper({"write", target, std::to_string(content.size())},
+                                   std::string(content), true, 64 << 10);
   if (result.exit_code != kFileOk) raise_file_failure(result, "write_file", target);
 }
 

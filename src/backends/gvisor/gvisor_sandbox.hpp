@@ -29,9 +29,9 @@ class CommandSlots {
 
 class GvisorSandbox final : public Sandbox {
  public:
-  GvisorSandbox(std::shared_ptr<const Runsc> runsc, std::shared_ptr<const GvisorBackendConfig> config,
-                std::string container_id, std::string instance_id, SandboxKey key,
-                std::string kind, std::string work_dir);
+  GvisorSandbox(std::shared_ptr<const Runsc> runsc,
+                std::shared_ptr<const GvisorBackendConfig> config, std::string container_id,
+                std::string instance_id, SandboxKey key, std::string kind, std::string work_dir);
 
   std::string instance_id() const override { return instance_id_; }
   const SandboxKey& key() const override { return key_; }

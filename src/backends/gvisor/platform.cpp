@@ -2,9 +2,8 @@
 // (our helper's `probe`), systrap first, then ptrace. Cached per process and runsc binary.
 #include <unistd.h>
 
-#include <fstream>
-
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -48,25 +47,27 @@ std::optional<std::string> try_platform(const std::filesystem::path& runsc,
       std::filesystem::remove_all(path, ignored);
     }
   } remove{scratch};
-  json::Json config = {
-      {"ociVersion", "1.0.2"},
-      {"process",
-       {{"terminal", false},
-        {"user", {{"uid", 0}, {"gid", 0}}},
-        {"args", {gvisor_guest::kGuestHelperPath, "probe"}},
-        {"env", {"PATH=/bin"}},
-        {"cwd", "/"},
-        {"noNewPrivileges", true}}},
-      {"root", {{"path", (scratch / "rootfs").string()}, {"readonly", false}}},
-      {"mounts",
-       {{{"destination", gvisor_guest::kGuestHelperDirectory},
-         {"type", "bind"},
-         {"source", helper.parent_path().string()},
-         {"options", {"rbind", "ro"}}}}},
-      {"linux",
-       {{"namespaces",
-         {{{"type", "pid"}}, {{"type", "network"}}, {{"type", "ipc"}}, {{"type", "uts"}},
-          {{"type", "mount"}}}}}}};
+  json::Json config = {{"ociVersion", "1.0.2"},
+                       {"process",
+                        {{"terminal", false},
+                         {"user", {{"uid", 0}, {"gid", 0}}},
+                         {"args", {gvisor_guest::kGuestHelperPath, "probe"}},
+                         {"env", {"PATH=/bin"}},
+                         {"cwd", "/"},
+                         {"noNewPrivileges", true}}},
+                       {"root", {{"path", (scratch / "rootfs").string()}, {"readonly", false}}},
+                       {"mounts",
+                        {{{"destination", gvisor_guest::kGuestHelperDirectory},
+                          {"type", "bind"},
+                          {"source", helper.parent_path().string()},
+                          {"options", {"rbind", "ro"}}}}},
+                       {"linux",
+                        {{"namespaces",
+                          {{{"type", "pid"}},
+                           {{"type", "network"}},
+                           {{"type", "ipc"}},
+                           {{"type", "uts"}},
+                           {{"type", "mount"}}}}}}};
   {
     std::ofstream out(scratch / "bundle" / "config.json");
     out << config.dump();
@@ -80,9 +81,9 @@ std::optional<std::string> try_platform(const std::filesystem::path& runsc,
   if (ran.exit_code == 0 && ran.stdout_text.find("airlock-gvisor-guest ok") != std::string::npos) {
     return std::nullopt;
   }
-  gvisor_backend::run_to_completion({runsc.string(), "--root=" + (scratch / "state").string(),
-                                     "delete", "--force", id},
-                                    std::chrono::seconds(30));
+  gvisor_backend::run_to_completion(
+      {runsc.string(), "--root=" + (scratch / "state").string(), "delete", "--force", id},
+      std::chrono::seconds(30));
   if (ran.timed_out) return std::string("timed out after 60 s");
   const std::string said = last_line(ran.stderr_text.empty() ? ran.stdout_text : ran.stderr_text);
   return "exit " + std::to_string(ran.exit_code) + (said.empty() ? "" : ": " + said);

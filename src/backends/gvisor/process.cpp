@@ -129,8 +129,8 @@ Completed run_to_completion(const std::vector<std::string>& argv, std::chrono::m
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[16384];
   while (out.read.valid() || err.read.valid()) {
-    pollfd fds[3] = {{out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0},
-                     {in.write.get(), POLLOUT, 0}};
+    pollfd fds[3] = {
+        {out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {

@@ -40,7 +40,8 @@ std::filesystem::path locate_runsc(const std::filesystem::path& configured) {
     std::size_t start = 0;
     while (start <= list.size()) {
       const auto end = list.find(':', start);
-      const std::string directory = list.substr(start, end == std::string::npos ? end : end - start);
+      const std::string directory =
+          list.substr(start, end == std::string::npos ? end : end - start);
       if (!directory.empty() && executable(std::filesystem::path(directory) / "runsc")) {
         return std::filesystem::path(directory) / "runsc";
       }
@@ -123,9 +124,9 @@ Completed Runsc::call(const std::vector<std::string>& arguments) const {
 std::vector<RunscContainer> Runsc::list() const {
   const Completed listed = call({"list", "--format=json"});
   if (listed.exit_code != 0) {
-    throw BackendError("runsc could not list its containers",
-                       "runsc list: exit " + std::to_string(listed.exit_code) + ": " +
-                           listed.stderr_text);
+    throw BackendError(
+        "runsc could not list its containers",
+        "runsc list: exit " + std::to_string(listed.exit_code) + ": " + listed.stderr_text);
   }
   std::vector<RunscContainer> containers;
   const auto text = listed.stdout_text;

@@ -36,8 +36,8 @@ std::string random_hex(std::size_t bytes) {
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
 
 void StateStore::ensure_layout() const {
-  for (const auto& directory : {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes",
-                                base_ / "helpers"}) {
+  for (const auto& directory :
+       {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes", base_ / "helpers"}) {
     std::error_code error;
     std::filesystem::create_directories(directory, error);
     if (error) {
@@ -120,8 +120,7 @@ void StateStore::write(const Record& record) const {
     std::ofstream out(staging, std::ios::binary | std::ios::trunc);
     out << document.dump(2);
     if (!out) {
-      throw BackendError("the gvisor backend could not write a sandbox record",
-                         staging.string());
+      throw BackendError("the gvisor backend could not write a sandbox record", staging.string());
     }
   }
   std::filesystem::rename(staging, directory / "record.json", error);

@@ -35,8 +35,9 @@ TEST_F(Files, FilesRoundTripThroughTheGuest) {
 TEST_F(Files, LinksPlantedByTheGuestAreNeverFollowed) {
   AIRLOCK_REQUIRE_GVISOR();
   auto sandbox = acquire(spec());
-  ASSERT_EQ(sh(*sandbox, "ln -s /etc link-etc && ln -s /etc/passwd link-passwd && "
-                         "ln /etc/passwd hard-passwd")
+  ASSERT_EQ(sh(*sandbox,
+               "ln -s /etc link-etc && ln -s /etc/passwd link-passwd && "
+               "ln /etc/passwd hard-passwd")
                 .exit_code,
             0);
   EXPECT_THROW(sandbox->read_file("link-etc/passwd", kWork, 4096), ConfinementError);
@@ -47,9 +48,9 @@ TEST_F(Files, LinksPlantedByTheGuestAreNeverFollowed) {
   EXPECT_EQ(sandbox->stat_file("link-passwd", kWork)->kind, EntryKind::symlink);
   EXPECT_EQ(sandbox->stat_file("hard-passwd", kWork)->kind, EntryKind::other);
   sandbox->remove("link-etc", kWork, true);
-  EXPECT_EQ(sh(*sandbox, "test -f /etc/passwd && test ! -e /etc/planted && echo intact")
-                .stdout_bytes,
-            "intact\n");
+  EXPECT_EQ(
+      sh(*sandbox, "test -f /etc/passwd && test ! -e /etc/planted && echo intact").stdout_bytes,
+      "intact\n");
 }
 
 TEST_F(Files, AReadRacedAgainstALinkSwapNeverReadsThroughTheLink) {

@@ -16,7 +16,9 @@
 namespace airlock::gvisor_backend::testing {
 namespace {
 
-bool executable(const std::filesystem::path& path) { return ::access(path.c_str(), X_OK) == 0; }
+bool executable(const std::filesystem::path& path) {
+  return ::access(path.c_str(), X_OK) == 0;
+}
 
 std::optional<std::filesystem::path> runsc_binary() {
   if (const char* path = std::getenv("PATH")) {
@@ -105,8 +107,9 @@ SharedStore& shared() {
 
 std::optional<std::string> gvisor_unavailable() {
   if (::geteuid() != 0) {
-    return std::string("the gvisor backend's tests need root (runsc creates namespaces and "
-                       "cgroups; CI runs as root)");
+    return std::string(
+        "the gvisor backend's tests need root (runsc creates namespaces and "
+        "cgroups; CI runs as root)");
   }
   if (!runsc_binary()) {
     return std::string("runsc is not installed (scripts/bootstrap --test installs it)");
@@ -130,8 +133,12 @@ TemporaryDirectory::~TemporaryDirectory() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-const std::filesystem::path& shared_image_store() { return shared().store; }
-bool python_image_available() { return shared().python; }
+const std::filesystem::path& shared_image_store() {
+  return shared().store;
+}
+bool python_image_available() {
+  return shared().python;
+}
 
 std::vector<long> processes_mentioning(const std::string& needle) {
   std::vector<long> found;
@@ -152,9 +159,8 @@ std::vector<long> processes_mentioning(const std::string& needle) {
 void GvisorBackendTest::SetUp() {
   if (gvisor_unavailable()) return;
   state_ = std::make_unique<TemporaryDirectory>("airlock-gvisor-state");
-  key_ = SandboxKey{"gvisor-test", std::string(::testing::UnitTest::GetInstance()
-                                                   ->current_test_info()
-                                                   ->name()),
+  key_ = SandboxKey{"gvisor-test",
+                    std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()),
                     "/agents/test"};
   backend_ = make_backend();
   ready_ = true;

@@ -25,11 +25,11 @@ inline constexpr const char* kWork = "/maf-sandbox/work";
 // Why the gvisor tests cannot run here, or nullopt when they can (root, runsc, busybox-static).
 std::optional<std::string> gvisor_unavailable();
 
-#define AIRLOCK_REQUIRE_GVISOR()                                          \
-  do {                                                                    \
+#define AIRLOCK_REQUIRE_GVISOR()                                                     \
+  do {                                                                               \
     if (const auto why = ::airlock::gvisor_backend::testing::gvisor_unavailable()) { \
-      GTEST_SKIP() << "SKIPPED: " << *why;                               \
-    }                                                                     \
+      GTEST_SKIP() << "SKIPPED: " << *why;                                           \
+    }                                                                                \
   } while (0)
 
 // A directory under /tmp, removed when it goes.

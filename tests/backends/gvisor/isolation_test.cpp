@@ -69,8 +69,8 @@ TEST_F(Isolation, NoHostProcessIsVisible) {
   auto sandbox = acquire(spec());
   // Every process the guest can see, by command line: only the keeper, the exec wrapper and
   // this shell — never the test, runsc, or anything else of the host.
-  const ExecResult seen = sh(*sandbox,
-                             "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done");
+  const ExecResult seen =
+      sh(*sandbox, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done");
   ASSERT_EQ(seen.exit_code, 0) << seen.stderr_bytes;
   int processes = 0;
   std::istringstream lines(seen.stdout_bytes);
@@ -82,9 +82,11 @@ TEST_F(Isolation, NoHostProcessIsVisible) {
         << "a process the guest should not see: " << line;
   }
   EXPECT_LE(processes, 6) << seen.stdout_bytes;
-  EXPECT_EQ(sh(*sandbox, "test -e /proc/" + std::to_string(::getpid()) + "/cmdline && "
-                         "grep -q lifecycle /proc/" + std::to_string(::getpid()) + "/cmdline")
-                .exit_code == 0,
+  EXPECT_EQ(sh(*sandbox, "test -e /proc/" + std::to_string(::getpid()) +
+                             "/cmdline && "
+                             "grep -q lifecycle /proc/" +
+                             std::to_string(::getpid()) + "/cmdline")
+                    .exit_code == 0,
             false);
 }
 
@@ -93,12 +95,12 @@ TEST_F(Isolation, NetworkIsUnreachableWhenEgressIsClosed) {
   HostListener listener;
   auto sandbox = acquire(spec());
   // No interface but loopback inside (gVisor may show none at all).
-  const ExecResult links =
-      sh(*sandbox, "tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | grep -v '^lo$'");
+  const ExecResult links = sh(
+      *sandbox, "tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | grep -v '^lo$'");
   EXPECT_EQ(links.stdout_bytes, "") << "interfaces besides lo: " << links.stdout_bytes;
   for (const auto& address : host_ipv4_addresses()) {
-    const ExecResult tried = sh(*sandbox, "nc -w 2 " + address + " " +
-                                              std::to_string(listener.port()) + " </dev/null");
+    const ExecResult tried =
+        sh(*sandbox, "nc -w 2 " + address + " " + std::to_string(listener.port()) + " </dev/null");
     EXPECT_NE(tried.exit_code, 0) << "reached the host at " << address << ": "
                                   << tried.stdout_bytes;
   }
@@ -107,18 +109,17 @@ TEST_F(Isolation, NetworkIsUnreachableWhenEgressIsClosed) {
 
 TEST_F(Isolation, ForkBombIsStoppedByPidsLimit) {
   AIRLOCK_REQUIRE_GVISOR();
-  auto sandbox = acquire(spec("forkbomb", [](SandboxSpec::Fields& fields) {
-    fields.resources.pids = 24;
-  }));
+  auto sandbox =
+      acquire(spec("forkbomb", [](SandboxSpec::Fields& fields) { fields.resources.pids = 24; }));
   // Tries to start 200 sleepers, saying how many it has; the shell dies at the first fork
   // the limit refuses.
-  const ExecResult bomb = sh(*sandbox,
-                             "n=0; while [ $n -lt 200 ]; do sleep 8 & n=$((n+1)); echo $n; done",
-                             std::chrono::seconds(60));
+  const ExecResult bomb =
+      sh(*sandbox, "n=0; while [ $n -lt 200 ]; do sleep 8 & n=$((n+1)); echo $n; done",
+         std::chrono::seconds(60));
   EXPECT_NE(bomb.stderr_bytes.find("can't fork"), std::string::npos) << bomb.stderr_bytes;
   const auto last_line = bomb.stdout_bytes.rfind('\n', bomb.stdout_bytes.size() - 2);
-  const int started = std::atoi(bomb.stdout_bytes.c_str() +
-                                (last_line == std::string::npos ? 0 : last_line + 1));
+  const int started =
+      std::atoi(bomb.stdout_bytes.c_str() + (last_line == std::string::npos ? 0 : last_line + 1));
   EXPECT_GT(started, 5) << bomb.stdout_bytes;
   EXPECT_LT(started, 24) << "the pids limit did not stop the bomb";
   // The Sentry survived its guest's bomb: once the sleepers end, the sandbox serves again.
@@ -164,8 +165,7 @@ TEST_F(Isolation, TimeoutKillsTheWholeTreeAndConfirmsIt) {
   options.timeout = std::chrono::milliseconds(1500);
   try {
     // A child in its own session, one in the background, one in the foreground.
-    sandbox->exec(Command::argv({"sh", "-c", "setsid sleep 300 & sleep 301 & sleep 302"}),
-                  options);
+    sandbox->exec(Command::argv({"sh", "-c", "setsid sleep 300 & sleep 301 & sleep 302"}), options);
     ADD_FAILURE() << "the command outlived its timeout";
   } catch (const Timeout& error) {
     EXPECT_EQ(error.kill_confirmed(), std::optional<bool>(true));

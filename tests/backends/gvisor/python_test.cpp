@@ -15,12 +15,11 @@ TEST_F(PythonImage, RunCodeRunsPythonAndCoreutilsWork) {
     GTEST_SKIP() << "SKIPPED: AIRLOCK_TEST_IMAGES does not hold python.tar (run "
                     "scripts/build-test-images; scripts/test.d/35-gvisor.sh does)";
   }
-  auto sandbox = acquire(spec("python", [](SandboxSpec::Fields& fields) {
-    fields.image = "python";
-  }));
-  const ExecResult ran = sandbox->run_code(
-      "import os, platform\nprint(platform.release())\nprint(os.getcwd())\n",
-      std::chrono::seconds(60));
+  auto sandbox =
+      acquire(spec("python", [](SandboxSpec::Fields& fields) { fields.image = "python"; }));
+  const ExecResult ran =
+      sandbox->run_code("import os, platform\nprint(platform.release())\nprint(os.getcwd())\n",
+                        std::chrono::seconds(60));
   EXPECT_EQ(ran.exit_code, 0) << ran.stderr_bytes;
   EXPECT_EQ(ran.stdout_bytes, std::string("4.4.0\n") + kWork + "\n");
   const ExecResult failing = sandbox->run_code("raise SystemExit(4)", std::chrono::seconds(60));

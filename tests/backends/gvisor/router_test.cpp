@@ -1,8 +1,9 @@
 // The router and the ladder: a spec asking for hardened_container is served on gvisor and
 // refused on linux (a plain container), both configured by their factories.
+#include "airlock/router.hpp"
+
 #include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
-#include "airlock/router.hpp"
 #include "gvisor/fixture.hpp"
 
 namespace airlock::gvisor_backend::testing {

@@ -36,7 +36,8 @@ bool write_all(int fd, const char* data, std::size_t size) {
 std::string random_suffix() {
   unsigned char bytes[8] = {};
   if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
-    const auto fallback = static_cast<unsigned long>(::getpid()) ^ static_cast<unsigned long>(::time(nullptr));
+    const auto fallback =
+        static_cast<unsigned long>(::getpid()) ^ static_cast<unsigned long>(::time(nullptr));
     std::memcpy(bytes, &fallback, sizeof bytes < sizeof fallback ? sizeof bytes : sizeof fallback);
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -48,11 +49,15 @@ std::string random_suffix() {
   return out;
 }
 
-bool print(const std::string& text) { return write_all(1, text.data(), text.size()); }
+bool print(const std::string& text) {
+  return write_all(1, text.data(), text.size());
+}
 
 // A regular file with other hard links is "other": a second name may be one outside the work
 // directory, and describing it as a file would invite a read of that file through it.
-bool plain_file(const struct stat& info) { return S_ISREG(info.st_mode) && info.st_nlink <= 1; }
+bool plain_file(const struct stat& info) {
+  return S_ISREG(info.st_mode) && info.st_nlink <= 1;
+}
 
 std::string kind_word(const struct stat& info) {
   if (S_ISREG(info.st_mode)) return plain_file(info) ? "file" : "other";
@@ -209,8 +214,8 @@ Failure write_path(const std::string& path, std::uint64_t size) {
   Fd out;
   for (int attempt = 0; attempt < 16 && !out.valid(); ++attempt) {
     staging = ".airlock-write-" + random_suffix();
-    out = Fd(::openat(parent, staging.c_str(),
-                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    out = Fd(::openat(parent, staging.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                      0600));
     if (!out.valid() && errno != EEXIST) return system_failure(errno, "create", path);
   }
   if (!out.valid()) return system_failure(EEXIST, "create", path);

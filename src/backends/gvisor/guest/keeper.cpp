@@ -78,7 +78,8 @@ void relay(int a, int b) {
       }
       std::size_t done = 0;
       while (done < static_cast<std::size_t>(got)) {
-        const ssize_t wrote = ::write(to, buffer.data() + done, static_cast<std::size_t>(got) - done);
+        const ssize_t wrote =
+            ::write(to, buffer.data() + done, static_cast<std::size_t>(got) - done);
         if (wrote < 0 && errno == EINTR) continue;
         if (wrote <= 0) return;
         done += static_cast<std::size_t>(wrote);

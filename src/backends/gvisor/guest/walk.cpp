@@ -24,8 +24,8 @@ Fd::~Fd() {
 }
 
 Failure system_failure(int error, const std::string& what, const std::string& path) {
-  return {kFileSystem, "errno " + std::to_string(error) + " " + what + " " + path + ": " +
-                           std::strerror(error)};
+  return {kFileSystem,
+          "errno " + std::to_string(error) + " " + what + " " + path + ": " + std::strerror(error)};
 }
 
 bool split_absolute(const std::string& path, std::vector<std::string>& components,
