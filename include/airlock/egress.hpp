@@ -20,7 +20,7 @@
 //      (half-close relayed) until both sides are done or the tunnel idles past
 //      `idle_timeout`.
 //
-// Every connection produces exactly one `EgressDecision`: logged through spdlog (allow at info,
+// Every accepted connection produces exactly one `EgressDecision`: logged through spdlog (allow at info,
 // deny and error at warn) and handed to `EgressProxy::Options::on_decision` when set.
 //
 // Host patterns (the seeds' semantics: case-insensitive shell-style wildcards):

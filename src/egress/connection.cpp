@@ -250,8 +250,12 @@ bool Connection::transfer(int source, Pipe& pipe, int sink) {
     pipe.begin = 0;
   }
   if (pipe.readable && !pipe.source_done && pipe.space() > 0) {
-    const ssize_t n = ::recv(source, pipe.data.get() + pipe.end, pipe.space(), 0);
+    const std::size_t wanted = pipe.space();
+    const ssize_t n = ::recv(source, pipe.data.get() + pipe.end, wanted, 0);
     if (n > 0) {
+      // A short read almost always drained the socket; epoll is level-triggered and reports
+      // what is left, so skipping the read that would only say EAGAIN loses nothing.
+      if (static_cast<std::size_t>(n) < wanted) pipe.readable = false;
       pipe.end += static_cast<std::size_t>(n);
       last_activity_ = core_.now();
       progress = true;

@@ -1,5 +1,7 @@
 #include "egress/host_pattern.hpp"
 
+#include <algorithm>
+
 #include "airlock/errors.hpp"
 
 namespace airlock::egress {
@@ -63,6 +65,11 @@ std::string normalise_host_pattern(std::string_view pattern, std::string_view wh
              "letters, digits, '.', '-', '_', ':' and the wildcards '*', '?', '[', ']', '!'");
     }
     canonical.push_back(c);
+  }
+  // A single colon is a port ("x.com:443"), which would silently never match: ports are
+  // `allowed_ports`. Two or more are an IPv6 literal.
+  if (std::count(canonical.begin(), canonical.end(), ':') == 1) {
+    refuse("names a port; a host pattern has none (ports are set by allowed_ports)");
   }
   if (canonical.size() > 1 && canonical.back() == '.') canonical.pop_back();
   if (canonical == ".") refuse("names no host");

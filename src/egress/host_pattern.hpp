@@ -12,7 +12,8 @@ inline constexpr std::size_t kMaxPatternLength = 1024;
 // Checks one pattern and returns its canonical form (lowercase, one trailing dot dropped).
 // Refuses (InvalidArgument, naming `what`) an empty pattern, one longer than
 // kMaxPatternLength, and one with a character that cannot occur in a host or a wildcard:
-// allowed are letters, digits, `.-_:` and the wildcard characters `*?[]!`.
+// allowed are letters, digits, `.-_:` and the wildcard characters `*?[]!` — and a pattern with
+// exactly one ':' is refused, because it names a port (ports are `allowed_ports`).
 std::string normalise_host_pattern(std::string_view pattern, std::string_view what);
 
 // fnmatch semantics over canonical (lowercase) text: `*` matches any run including dots and the

@@ -195,7 +195,12 @@ int main(int argc, char** argv) {
       ports += (ports.empty() ? "" : ",") + std::to_string(port);
     }
     std::cout << "listening on " << endpoints << "; allowing: "
-              << (allowing.empty() ? "nothing" : allowing) << "; ports " << ports << std::endl;
+              << (allowing.empty() ? "nothing" : allowing) << "; ports " << ports;
+    if (!policy.allow_nonglobal_for_tests.empty()) {
+      std::cout << "; TEST ONLY non-global ranges allowed:";
+      for (const auto& range : policy.allow_nonglobal_for_tests) std::cout << " " << range;
+    }
+    std::cout << std::endl;
 
     int received = 0;
     sigwait(&stop_signals, &received);

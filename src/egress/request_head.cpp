@@ -2,6 +2,8 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 namespace airlock::egress {
 namespace {
 
@@ -243,14 +245,17 @@ RequestHeadReader::State RequestHeadReader::refuse(HeadProblem problem, std::str
 RequestHeadReader::State RequestHeadReader::feed(std::string_view bytes) {
   if (state_ != State::need_more) return state_;
   buffer_.append(bytes);
-  for (std::size_t i = scanned_; i < buffer_.size(); ++i) {
+  // Nothing past the ceiling can belong to an acceptable head, so it is never judged: the
+  // outcome is the same however the bytes were split.
+  const std::size_t limit = std::min(buffer_.size(), max_head_bytes_);
+  for (std::size_t i = scanned_; i < limit; ++i) {
     const char c = buffer_[i];
     if (c == '\0') return refuse(HeadProblem::malformed, "the request head contains a NUL byte");
     if (c == '\n' && (i == 0 || buffer_[i - 1] != '\r')) {
       return refuse(HeadProblem::malformed, "a line ends in a bare LF; lines must end in CRLF");
     }
     if (c == '\r') {
-      if (i + 1 == buffer_.size()) {
+      if (i + 1 >= limit) {  // the LF is not here yet, or would pass the ceiling
         scanned_ = i;  // decide when the next byte arrives
         break;
       }
