@@ -358,7 +358,8 @@ void ProxyCore::close_listener(std::uint64_t id) {
   std::uint32_t registered = listener.paused ? 0u : static_cast<std::uint32_t>(EPOLLIN);
   watch(listener.fd.get(), make_token(id, Role::listener), 0, registered);
   spdlog::info("egress proxy: closed {} (sandbox {})", listener.endpoint, listener.sandbox_id);
-  listeners_.erase(found);  // closes the socket and removes its file
+  // By key: a decision callback above may have opened a listener and rehashed the map.
+  listeners_.erase(id);  // closes the socket and removes its file
 }
 
 void ProxyCore::close_everything() {
