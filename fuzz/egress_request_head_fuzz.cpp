@@ -32,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   RequestHeadReader whole(ceiling);
   whole.feed(input);
   RequestHeadReader pieces(ceiling);
-  for (std::size_t at = 0; at < input.size() && pieces.state() == RequestHeadReader::State::need_more;
-       at += chunk) {
+  for (std::size_t at = 0;
+       at < input.size() && pieces.state() == RequestHeadReader::State::need_more; at += chunk) {
     pieces.feed(input.substr(at, chunk));
   }
   check(whole.state() == pieces.state());

@@ -20,8 +20,8 @@
 //      (half-close relayed) until both sides are done or the tunnel idles past
 //      `idle_timeout`.
 //
-// Every accepted connection produces exactly one `EgressDecision`: logged through spdlog (allow at info,
-// deny and error at warn) and handed to `EgressProxy::Options::on_decision` when set.
+// Every accepted connection produces exactly one `EgressDecision`: logged through spdlog (allow at
+// info, deny and error at warn) and handed to `EgressProxy::Options::on_decision` when set.
 //
 // Host patterns (the seeds' semantics: case-insensitive shell-style wildcards):
 //   `*` matches any run of characters INCLUDING dots: `*.x.com` matches `a.x.com` and
@@ -92,21 +92,21 @@ enum class EgressVerdict : std::uint8_t {
 };
 
 enum class EgressReason : std::uint8_t {
-  allowed,              // 200
-  malformed_request,    // 400
-  method_not_allowed,   // 405
-  header_timeout,       // 408
-  header_too_large,     // 431
-  host_not_allowed,     // 403
-  port_not_allowed,     // 403
-  nonglobal_address,    // 403
-  over_capacity,        // 503
-  resolution_failed,    // 502
-  resolution_timeout,   // 504
-  dial_failed,          // 502
-  dial_timeout,         // 504
-  client_closed,        // the client left before a complete request; nothing answered
-  listener_closed,      // the listener or the proxy closed before a decision; nothing answered
+  allowed,             // 200
+  malformed_request,   // 400
+  method_not_allowed,  // 405
+  header_timeout,      // 408
+  header_too_large,    // 431
+  host_not_allowed,    // 403
+  port_not_allowed,    // 403
+  nonglobal_address,   // 403
+  over_capacity,       // 503
+  resolution_failed,   // 502
+  resolution_timeout,  // 504
+  dial_failed,         // 502
+  dial_timeout,        // 504
+  client_closed,       // the client left before a complete request; nothing answered
+  listener_closed,     // the listener or the proxy closed before a decision; nothing answered
 };
 
 std::string_view to_string(EgressVerdict verdict) noexcept;

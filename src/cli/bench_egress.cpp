@@ -170,7 +170,8 @@ Fd open_tunnel(const std::string& socket, const std::string& target) {
   char reply[kEstablished.size()];
   read_exactly(fd.get(), reply, sizeof reply);
   if (std::string_view(reply, sizeof reply) != kEstablished) {
-    throw std::runtime_error("the proxy refused " + target + ": " + std::string(reply, sizeof reply));
+    throw std::runtime_error("the proxy refused " + target + ": " +
+                             std::string(reply, sizeof reply));
   }
   return fd;
 }
@@ -217,16 +218,16 @@ void run_egress_bench(BenchRun& run) {
     const Fd fd = connect_tcp(echo.port());
     round_trip(fd.get());
   });
-  const Stats tunnel_literal = run.time("egress tunnel (IP literal) connect + 64 B round trip", n,
-                                         [&] {
-                                           const Fd fd = open_tunnel(socket, literal);
-                                           round_trip(fd.get());
-                                         });
-  const Stats tunnel_name = run.time("egress tunnel (localhost, resolved) connect + round trip",
-                                      n, [&] {
-                                        const Fd fd = open_tunnel(socket, name);
-                                        round_trip(fd.get());
-                                      });
+  const Stats tunnel_literal =
+      run.time("egress tunnel (IP literal) connect + 64 B round trip", n, [&] {
+        const Fd fd = open_tunnel(socket, literal);
+        round_trip(fd.get());
+      });
+  const Stats tunnel_name =
+      run.time("egress tunnel (localhost, resolved) connect + round trip", n, [&] {
+        const Fd fd = open_tunnel(socket, name);
+        round_trip(fd.get());
+      });
   run.ratio("egress tunnel connect+RTT / direct connect+RTT (IP literal)", tunnel_literal, direct,
             4.0);
   // No target: the difference from the literal case is the system resolver's, not the proxy's.
@@ -250,10 +251,10 @@ void run_egress_bench(BenchRun& run) {
 
   const std::size_t bytes = run.quick() ? 32u << 20 : 256u << 20;
   const int rounds = run.iterations(10);
-  Stats direct_rate{"direct loopback throughput (" + std::to_string(bytes >> 20) + " MiB)", "MB/s",
-                    {}};
-  Stats tunnel_rate{"egress tunnel throughput (" + std::to_string(bytes >> 20) + " MiB)", "MB/s",
-                    {}};
+  Stats direct_rate{
+      "direct loopback throughput (" + std::to_string(bytes >> 20) + " MiB)", "MB/s", {}};
+  Stats tunnel_rate{
+      "egress tunnel throughput (" + std::to_string(bytes >> 20) + " MiB)", "MB/s", {}};
   const std::string sink_target = "127.0.0.1:" + std::to_string(sink.port());
   for (int i = 0; i < rounds; ++i) {
     const Fd direct_fd = connect_tcp(sink.port());
@@ -271,8 +272,7 @@ void run_egress_bench(BenchRun& run) {
 }
 
 const bool kRegistered = register_bench_group(
-    "egress",
-    "the egress proxy's added latency and throughput vs a direct loopback connection",
+    "egress", "the egress proxy's added latency and throughput vs a direct loopback connection",
     run_egress_bench);
 
 }  // namespace

@@ -25,7 +25,9 @@ struct Block {
   const char* reason;
 };
 
-IpAddress literal(const char* text) { return *IpAddress::parse(text); }
+IpAddress literal(const char* text) {
+  return *IpAddress::parse(text);
+}
 
 // IANA's special-purpose registries, read conservatively: a block whose sub-blocks are partly
 // global (192.0.0.0/24, 2001::/23) is refused whole — a tunnel to one of those is never what an

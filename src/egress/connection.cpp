@@ -19,7 +19,9 @@ constexpr std::size_t kHeadReadChunk = 16 * 1024;
 // How long an error response may take to reach a client before the connection is dropped.
 constexpr auto kLinger = std::chrono::seconds(2);
 
-bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK || error == EINTR; }
+bool would_block(int error) {
+  return error == EAGAIN || error == EWOULDBLOCK || error == EINTR;
+}
 
 std::string milliseconds_text(std::chrono::milliseconds value) {
   return std::to_string(value.count()) + " ms";
@@ -47,7 +49,9 @@ Connection::Connection(ProxyCore& core, std::uint64_t id, const Listener& listen
       client_(std::move(client)),
       reader_(listener.policy.max_header_bytes()) {}
 
-Connection::~Connection() { finish(); }
+Connection::~Connection() {
+  finish();
+}
 
 void Connection::start() {
   last_activity_ = core_.now();
@@ -301,9 +305,8 @@ void Connection::answer(EgressVerdict verdict, EgressReason reason, int status, 
 // response before the client reads it.
 void Connection::linger() {
   if (to_client_.pending() > 0) {
-    const ssize_t n =
-        ::send(client_.get(), to_client_.data.get() + to_client_.begin, to_client_.pending(),
-               MSG_NOSIGNAL);
+    const ssize_t n = ::send(client_.get(), to_client_.data.get() + to_client_.begin,
+                             to_client_.pending(), MSG_NOSIGNAL);
     if (n > 0) {
       to_client_.begin += static_cast<std::size_t>(n);
     } else if (n < 0 && !would_block(errno)) {

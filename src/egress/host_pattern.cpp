@@ -48,9 +48,9 @@ Step match_token(std::string_view pattern, std::size_t at, char c) noexcept {
 
 std::string normalise_host_pattern(std::string_view pattern, std::string_view what) {
   const auto refuse = [&](const std::string& why) {
-    throw InvalidArgument(std::string(what) + ": host pattern \"" + std::string(pattern) + "\" " +
-                              why,
-                          std::string(what));
+    throw InvalidArgument(
+        std::string(what) + ": host pattern \"" + std::string(pattern) + "\" " + why,
+        std::string(what));
   };
   if (pattern.empty()) refuse("is empty");
   if (pattern.size() > kMaxPatternLength) {
@@ -61,8 +61,9 @@ std::string normalise_host_pattern(std::string_view pattern, std::string_view wh
   for (const char raw : pattern) {
     const char c = (raw >= 'A' && raw <= 'Z') ? static_cast<char>(raw - 'A' + 'a') : raw;
     if (!pattern_character(c)) {
-      refuse("contains a character that cannot occur in a host name or a wildcard; allowed are "
-             "letters, digits, '.', '-', '_', ':' and the wildcards '*', '?', '[', ']', '!'");
+      refuse(
+          "contains a character that cannot occur in a host name or a wildcard; allowed are "
+          "letters, digits, '.', '-', '_', ':' and the wildcards '*', '?', '[', ']', '!'");
     }
     canonical.push_back(c);
   }

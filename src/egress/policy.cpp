@@ -21,30 +21,48 @@ EgressPolicy EgressPolicy::for_spec(const SandboxSpec& spec) {
 
 std::string_view to_string(EgressVerdict verdict) noexcept {
   switch (verdict) {
-    case EgressVerdict::allow: return "allow";
-    case EgressVerdict::deny: return "deny";
-    case EgressVerdict::error: return "error";
+    case EgressVerdict::allow:
+      return "allow";
+    case EgressVerdict::deny:
+      return "deny";
+    case EgressVerdict::error:
+      return "error";
   }
   return "?";
 }
 
 std::string_view to_string(EgressReason reason) noexcept {
   switch (reason) {
-    case EgressReason::allowed: return "allowed";
-    case EgressReason::malformed_request: return "malformed_request";
-    case EgressReason::method_not_allowed: return "method_not_allowed";
-    case EgressReason::header_timeout: return "header_timeout";
-    case EgressReason::header_too_large: return "header_too_large";
-    case EgressReason::host_not_allowed: return "host_not_allowed";
-    case EgressReason::port_not_allowed: return "port_not_allowed";
-    case EgressReason::nonglobal_address: return "nonglobal_address";
-    case EgressReason::over_capacity: return "over_capacity";
-    case EgressReason::resolution_failed: return "resolution_failed";
-    case EgressReason::resolution_timeout: return "resolution_timeout";
-    case EgressReason::dial_failed: return "dial_failed";
-    case EgressReason::dial_timeout: return "dial_timeout";
-    case EgressReason::client_closed: return "client_closed";
-    case EgressReason::listener_closed: return "listener_closed";
+    case EgressReason::allowed:
+      return "allowed";
+    case EgressReason::malformed_request:
+      return "malformed_request";
+    case EgressReason::method_not_allowed:
+      return "method_not_allowed";
+    case EgressReason::header_timeout:
+      return "header_timeout";
+    case EgressReason::header_too_large:
+      return "header_too_large";
+    case EgressReason::host_not_allowed:
+      return "host_not_allowed";
+    case EgressReason::port_not_allowed:
+      return "port_not_allowed";
+    case EgressReason::nonglobal_address:
+      return "nonglobal_address";
+    case EgressReason::over_capacity:
+      return "over_capacity";
+    case EgressReason::resolution_failed:
+      return "resolution_failed";
+    case EgressReason::resolution_timeout:
+      return "resolution_timeout";
+    case EgressReason::dial_failed:
+      return "dial_failed";
+    case EgressReason::dial_timeout:
+      return "dial_timeout";
+    case EgressReason::client_closed:
+      return "client_closed";
+    case EgressReason::listener_closed:
+      return "listener_closed";
   }
   return "?";
 }
@@ -100,8 +118,9 @@ CompiledPolicy CompiledPolicy::compile(const EgressPolicy& policy) {
 }
 
 bool CompiledPolicy::host_allowed(std::string_view canonical_host) const noexcept {
-  return std::any_of(host_patterns_.begin(), host_patterns_.end(),
-                     [&](const std::string& pattern) { return host_matches(pattern, canonical_host); });
+  return std::any_of(host_patterns_.begin(), host_patterns_.end(), [&](const std::string& pattern) {
+    return host_matches(pattern, canonical_host);
+  });
 }
 
 bool CompiledPolicy::port_allowed(std::uint16_t port) const noexcept {

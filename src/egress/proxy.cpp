@@ -55,7 +55,9 @@ EgressListener& EgressListener::operator=(EgressListener&& other) noexcept {
   return *this;
 }
 
-EgressListener::~EgressListener() { close(); }
+EgressListener::~EgressListener() {
+  close();
+}
 
 void EgressListener::close() noexcept {
   if (id_ == 0) return;
@@ -77,9 +79,13 @@ EgressProxy::EgressProxy() : EgressProxy(Options{}) {}
 EgressProxy::EgressProxy(Options options)
     : shared_(std::make_shared<EgressListener::Shared>(std::move(options))) {}
 
-EgressProxy::~EgressProxy() { shared_->core.stop(); }
+EgressProxy::~EgressProxy() {
+  shared_->core.stop();
+}
 
-std::size_t EgressProxy::open_connections() const { return shared_->core.open_connections(); }
+std::size_t EgressProxy::open_connections() const {
+  return shared_->core.open_connections();
+}
 
 EgressListener EgressProxy::listen(const std::filesystem::path& path, EgressPolicy policy,
                                    std::string sandbox_id, UnixSocketOptions options) {
@@ -98,9 +104,9 @@ EgressListener EgressProxy::listen(const std::filesystem::path& path, EgressPoli
   struct stat existing {};
   if (::lstat(text.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
-      throw InvalidArgument("egress socket path \"" + text +
-                                "\" exists and is not a socket; refusing to replace it",
-                            "egress.socket_path");
+      throw InvalidArgument(
+          "egress socket path \"" + text + "\" exists and is not a socket; refusing to replace it",
+          "egress.socket_path");
     }
     // A socket left by an earlier listener (ours, or a process that died): replace it.
     if (::unlink(text.c_str()) != 0 && errno != ENOENT) {
@@ -127,7 +133,8 @@ EgressListener EgressProxy::listen(const std::filesystem::path& path, EgressPoli
     const auto gid = options.owner_gid ? static_cast<gid_t>(*options.owner_gid) : gid_t(-1);
     if (::lchown(text.c_str(), uid, gid) != 0) throw_errno("egress proxy: chown " + text, text);
   }
-  if (::listen(listener->fd.get(), kBacklog) != 0) throw_errno("egress proxy: listen " + text, text);
+  if (::listen(listener->fd.get(), kBacklog) != 0)
+    throw_errno("egress proxy: listen " + text, text);
 
   listener->sandbox_id = std::move(sandbox_id);
   listener->endpoint = "unix:" + text;

@@ -74,7 +74,9 @@ ProxyCore::ProxyCore(EgressProxy::Options options) : options_(std::move(options)
   loop_thread_id_ = thread_.get_id();
 }
 
-ProxyCore::~ProxyCore() { stop(); }
+ProxyCore::~ProxyCore() {
+  stop();
+}
 
 void ProxyCore::stop() {
   std::call_once(stopped_, [this] {
@@ -160,7 +162,9 @@ void ProxyCore::remove_listener(std::uint64_t id) noexcept {
   }
 }
 
-std::size_t ProxyCore::open_connections() const { return connection_count_.load(); }
+std::size_t ProxyCore::open_connections() const {
+  return connection_count_.load();
+}
 
 std::size_t ProxyCore::open_connections(std::uint64_t listener_id) const {
   std::size_t count = 0;
@@ -192,10 +196,10 @@ void ProxyCore::run() {
   while (!stop_requested_.load()) {
     int timeout = -1;
     if (!timers_.empty()) {
-      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(timers_.top().when -
-                                                                     Clock::now());
-      timeout = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0,
-                                                                            INT_MAX));
+      const auto wait =
+          std::chrono::ceil<std::chrono::milliseconds>(timers_.top().when - Clock::now());
+      timeout =
+          static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0, INT_MAX));
     }
     const int ready = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout);
     if (ready < 0 && errno != EINTR) {
@@ -318,8 +322,8 @@ void ProxyCore::refuse_over_capacity(Listener& listener, UniqueFd client) {
   decision.reason = EgressReason::over_capacity;
   decision.http_status = 503;
   decision.sandbox_id = listener.sandbox_id;
-  decision.detail = "the listener already holds " +
-                    std::to_string(listener.connections.size()) + " connections (the bound)";
+  decision.detail = "the listener already holds " + std::to_string(listener.connections.size()) +
+                    " connections (the bound)";
   emit(decision);
 }
 

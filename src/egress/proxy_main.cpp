@@ -112,7 +112,8 @@ airlock::EgressListener open_listener(airlock::EgressProxy& proxy, const std::st
 int main(int argc, char** argv) {
   Flags flags;
   CLI::App app{"airlock-egress-proxy: airlock's CONNECT-only egress allowlist proxy"};
-  app.add_option("--listen", flags.listen, "host:port or a unix socket path (repeatable; default 0.0.0.0:3128)")
+  app.add_option("--listen", flags.listen,
+                 "host:port or a unix socket path (repeatable; default 0.0.0.0:3128)")
       ->envname("AIRLOCK_EGRESS_LISTEN");
   app.add_option("--allow", flags.allow,
                  "host pattern to allow (repeatable or comma-separated; '*' matches dots too)")
@@ -194,8 +195,8 @@ int main(int argc, char** argv) {
     for (const auto port : policy.allowed_ports) {
       ports += (ports.empty() ? "" : ",") + std::to_string(port);
     }
-    std::cout << "listening on " << endpoints << "; allowing: "
-              << (allowing.empty() ? "nothing" : allowing) << "; ports " << ports;
+    std::cout << "listening on " << endpoints
+              << "; allowing: " << (allowing.empty() ? "nothing" : allowing) << "; ports " << ports;
     if (!policy.allow_nonglobal_for_tests.empty()) {
       std::cout << "; TEST ONLY non-global ranges allowed:";
       for (const auto& range : policy.allow_nonglobal_for_tests) std::cout << " " << range;

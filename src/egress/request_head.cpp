@@ -9,13 +9,8 @@ namespace {
 
 bool token_character(unsigned char c) noexcept {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-':
-    case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
+  static constexpr std::string_view kSpecials = "!#$%&'*+-.^_`|~";
+  return c != 0 && kSpecials.find(static_cast<char>(c)) != std::string_view::npos;
 }
 
 bool is_token(std::string_view text) noexcept {
@@ -255,8 +250,9 @@ RequestHeadReader::State RequestHeadReader::feed(std::string_view bytes) {
       return refuse(HeadProblem::malformed, "a line ends in a bare LF; lines must end in CRLF");
     }
     if (c == '\r') {
-      if (i + 1 >= limit) {  // the LF is not here yet, or would pass the ceiling
-        scanned_ = i;  // decide when the next byte arrives
+      if (i + 1 >= limit) {
+        // The LF has not arrived yet (or would lie past the ceiling): decide on the next byte.
+        scanned_ = i;
         break;
       }
       if (buffer_[i + 1] != '\n') {

@@ -91,8 +91,9 @@ TEST(EgressHostPattern, IPv6LiteralPatternsMatchTheUnbracketedHost) {
 }
 
 TEST(EgressHostPattern, PatternsThatCannotNameAHostAreRefused) {
-  const std::vector<std::string> cases = {"", "a b.com", "a/b.com", "user@x.com", "x.com:443", "x\tcom",
-                                "x.com%", "http://x.com", ".", std::string(1025, 'a')};
+  const std::vector<std::string> cases = {
+      "",       "a b.com", "a/b.com",      "user@x.com", "x.com:443",
+      "x\tcom", "x.com%",  "http://x.com", ".",          std::string(1025, 'a')};
   for (const auto& bad : cases) {
     EXPECT_THROW(normalise_host_pattern(bad, "allowed_hosts"), InvalidArgument) << bad;
   }

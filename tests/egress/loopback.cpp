@@ -2,13 +2,12 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -218,7 +217,11 @@ int status_of(const std::string& head) {
   return std::atoi(head.substr(9, 3).c_str());
 }
 
-std::size_t open_descriptor_count() { return count_entries("/proc/self/fd"); }
-std::size_t thread_count() { return count_entries("/proc/self/task"); }
+std::size_t open_descriptor_count() {
+  return count_entries("/proc/self/fd");
+}
+std::size_t thread_count() {
+  return count_entries("/proc/self/task");
+}
 
 }  // namespace airlock::egress::testing

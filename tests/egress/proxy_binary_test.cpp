@@ -114,7 +114,8 @@ std::string find_curl() {
 }
 
 // Runs curl through the proxy; returns "<CONNECT status> <final status>".
-std::string curl_through(const std::string& curl, std::uint16_t proxy_port, const std::string& url) {
+std::string curl_through(const std::string& curl, std::uint16_t proxy_port,
+                         const std::string& url) {
   Child child({curl, "-s", "-o", "/dev/null", "--max-time", "10", "-w",
                "%{http_connect} %{http_code}\n", "-p", "-x",
                "http://127.0.0.1:" + std::to_string(proxy_port), url});
@@ -148,7 +149,8 @@ TEST(EgressProxyBinary, PrintsReadinessEnforcesTheAllowlistAndStopsOnSigterm) {
     std::string rest;
     EXPECT_EQ(status_of(read_head(client.get(), rest)), 403);
   }
-  EXPECT_FALSE(proxy.wait_for_line(std::regex("egress allow sandbox=sbx-bin host=localhost")).empty())
+  EXPECT_FALSE(
+      proxy.wait_for_line(std::regex("egress allow sandbox=sbx-bin host=localhost")).empty())
       << proxy.seen();
   EXPECT_FALSE(proxy.wait_for_line(std::regex("egress deny host_not_allowed")).empty())
       << proxy.seen();
@@ -191,10 +193,12 @@ TEST(EgressProxyBinary, RefusesLoopbackWithoutTheTestKnob) {
 }
 
 TEST(EgressProxyBinary, RefusesBadFlagsWithExitStatus2) {
-  for (const std::vector<std::string>& flags :
-       {std::vector<std::string>{"--allow", "bad host"}, {"--port", "0"}, {"--port", "https"},
-        {"--allow-nonglobal-for-tests", "10.0.0.1/8"}, {"--listen", "nowhere"},
-        {"--no-such-flag"}}) {
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--allow", "bad host"},
+                                                {"--port", "0"},
+                                                {"--port", "https"},
+                                                {"--allow-nonglobal-for-tests", "10.0.0.1/8"},
+                                                {"--listen", "nowhere"},
+                                                {"--no-such-flag"}}) {
     std::vector<std::string> argv{AIRLOCK_EGRESS_PROXY_BINARY, "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     Child proxy(argv);
@@ -212,7 +216,8 @@ TEST(EgressProxyBinary, CurlReachesAnAllowedHostAndIsRefusedADeniedOne) {
   const std::uint16_t port = readiness_port(proxy);
   ASSERT_NE(port, 0) << proxy.seen();
   const std::string server = std::to_string(http.port());
-  EXPECT_EQ(curl_through(curl, port, "http://localhost:" + server + "/"), "200 200") << proxy.seen();
+  EXPECT_EQ(curl_through(curl, port, "http://localhost:" + server + "/"), "200 200")
+      << proxy.seen();
   EXPECT_EQ(curl_through(curl, port, "http://127.0.0.1:" + server + "/"), "403 000");
   EXPECT_EQ(curl_through(curl, port, "http://localhost:1/"), "403 000");
   EXPECT_EQ(http.accepted(), 1);

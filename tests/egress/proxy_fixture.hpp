@@ -117,8 +117,8 @@ class EgressProxyTest : public ::testing::Test {
   // Loopback servers are only reachable through the test knob, and only on the ports named.
   EgressPolicy policy_for(std::vector<std::uint16_t> ports) const {
     EgressPolicy policy;
-    policy.allowed_hosts = {"allowed.test", "*.wild.test", "private.test", "mixed.test",
-                            "slow.test", "nowhere.test", "closed.test"};
+    policy.allowed_hosts = {"allowed.test", "*.wild.test",  "private.test", "mixed.test",
+                            "slow.test",    "nowhere.test", "closed.test"};
     policy.allowed_ports = std::move(ports);
     policy.allow_nonglobal_for_tests = {"127.0.0.0/8"};
     return policy;

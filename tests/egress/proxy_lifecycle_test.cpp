@@ -10,7 +10,9 @@
 namespace airlock::egress::testing {
 namespace {
 
-std::string port_of(const LoopbackServer& server) { return std::to_string(server.port()); }
+std::string port_of(const LoopbackServer& server) {
+  return std::to_string(server.port());
+}
 
 bool file_exists(const std::filesystem::path& path) {
   struct stat info {};
@@ -20,7 +22,8 @@ bool file_exists(const std::filesystem::path& path) {
 TEST_F(EgressProxyTest, ClosingAListenerEndsItsTunnelsAndRemovesItsSocket) {
   LoopbackServer echo(LoopbackServer::Mode::echo);
   auto closing = proxy->listen(socket_path("closing.sock"), policy_for({echo.port()}), "sbx-a");
-  const auto staying = proxy->listen(socket_path("staying.sock"), policy_for({echo.port()}), "sbx-b");
+  const auto staying =
+      proxy->listen(socket_path("staying.sock"), policy_for({echo.port()}), "sbx-b");
   const auto doomed = connect_unix(socket_path("closing.sock"));
   const auto survivor = connect_unix(socket_path("staying.sock"));
   std::string rest;
@@ -56,7 +59,8 @@ TEST_F(EgressProxyTest, ClosingAListenerLeavesASocketThatReplacedItsFileAlone) {
   EgressProxy::Options options;
   options.resolver_override_for_tests = dns.resolver();
   EgressProxy other(std::move(options));
-  const auto new_listener = other.listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx");
+  const auto new_listener =
+      other.listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx");
   old_listener.close();
   ASSERT_TRUE(file_exists(socket_path("egress.sock")));
   const auto client = connect_unix(socket_path("egress.sock"));
@@ -94,16 +98,16 @@ TEST_F(EgressProxyTest, AnInvalidPolicyIsRefusedBeforeAnySocketIsMade) {
   EXPECT_THROW((void)proxy->listen(socket_path("never.sock"), policy, "sbx"), InvalidArgument);
   EXPECT_FALSE(file_exists(socket_path("never.sock")));
   EXPECT_THROW((void)proxy->listen_tcp("localhost", 0, policy_for({443}), "sbx"), InvalidArgument);
-  EXPECT_THROW(
-      (void)proxy->listen(dir.path() / std::string(120, 'x'), policy_for({443}), "sbx"),
-      InvalidArgument);
+  EXPECT_THROW((void)proxy->listen(dir.path() / std::string(120, 'x'), policy_for({443}), "sbx"),
+               InvalidArgument);
 }
 
 TEST_F(EgressProxyTest, TheSocketFileGetsTheRequestedMode) {
   const auto private_listener = proxy->listen(socket_path("private.sock"), policy_for({443}), "a");
   UnixSocketOptions shared;
   shared.mode = 0666;
-  const auto shared_listener = proxy->listen(socket_path("shared.sock"), policy_for({443}), "b", shared);
+  const auto shared_listener =
+      proxy->listen(socket_path("shared.sock"), policy_for({443}), "b", shared);
   struct stat info {};
   ASSERT_EQ(::stat(socket_path("private.sock").c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
@@ -127,12 +131,12 @@ TEST_F(EgressProxyTest, EveryConnectionYieldsExactlyOneDecision) {
   const std::string port = port_of(http);
   const std::vector<std::string> requests = {
       "CONNECT allowed.test:" + port + " HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",  // allow
-      "CONNECT denied.test:" + port + " HTTP/1.1\r\n\r\n",   // host
-      "CONNECT allowed.test:1 HTTP/1.1\r\n\r\n",             // port
-      "GET / HTTP/1.1\r\n\r\n",                              // method
-      "CONNECT bad host HTTP/1.1\r\n\r\n",                   // malformed
-      "CONNECT allowed.test:" + port,                        // never finished: timeout
-      "",                                                    // connects and leaves at once
+      "CONNECT denied.test:" + port + " HTTP/1.1\r\n\r\n",                         // host
+      "CONNECT allowed.test:1 HTTP/1.1\r\n\r\n",                                   // port
+      "GET / HTTP/1.1\r\n\r\n",                                                    // method
+      "CONNECT bad host HTTP/1.1\r\n\r\n",                                         // malformed
+      "CONNECT allowed.test:" + port,  // never finished: timeout
+      "",                              // connects and leaves at once
   };
   for (const auto& raw : requests) {
     const auto client = connect_unix(socket_path("egress.sock"));

@@ -14,7 +14,9 @@
 namespace airlock::egress::testing {
 namespace {
 
-std::string port_of(const LoopbackServer& server) { return std::to_string(server.port()); }
+std::string port_of(const LoopbackServer& server) {
+  return std::to_string(server.port());
+}
 
 // One good client end to end; true when its GET came back through the tunnel.
 bool good_client_succeeds(const std::filesystem::path& socket, std::uint16_t port) {
@@ -39,7 +41,8 @@ TEST_F(EgressProxyTest, AnOversizedHeadGets431AndTheProxyServesTheNextClient) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   const auto attacker = connect_unix(socket_path("egress.sock"));
   send_all(attacker.get(), "CONNECT allowed.test:" + port_of(http) + " HTTP/1.1\r\n");
-  for (int i = 0; i < 64; ++i) send_all(attacker.get(), "X-Filler: " + std::string(100, 'f') + "\r\n");
+  for (int i = 0; i < 64; ++i)
+    send_all(attacker.get(), "X-Filler: " + std::string(100, 'f') + "\r\n");
   bool eof = false;
   const std::string response = read_to_eof(attacker.get(), 10s, &eof);
   EXPECT_EQ(status_of(response), 431) << response;
@@ -57,8 +60,8 @@ TEST_F(EgressProxyTest, ASlowlorisHeadGets408WhileAConcurrentClientSucceeds) {
   // A byte every 50 ms: the head never completes within the deadline, however steady the drip.
   std::atomic<bool> stop{false};
   std::thread dribbler([&] {
-    const std::string head = "CONNECT allowed.test:" + port_of(http) + " HTTP/1.1\r\nX-Slow: " +
-                             std::string(200, 's') + "\r\n\r\n";
+    const std::string head = "CONNECT allowed.test:" + port_of(http) +
+                             " HTTP/1.1\r\nX-Slow: " + std::string(200, 's') + "\r\n\r\n";
     for (const char c : head) {
       if (stop) return;
       if (::send(slow.get(), &c, 1, MSG_NOSIGNAL) != 1) return;
@@ -98,7 +101,8 @@ TEST_F(EgressProxyTest, ConnectionsPastTheBoundGet503AndTheBoundFreesUp) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 3; ++i) idle.push_back(connect_unix(socket_path("egress.sock")));
-  for (int i = 0; i < 100 && listener.open_connections() < 3; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 100 && listener.open_connections() < 3; ++i)
+    std::this_thread::sleep_for(10ms);
   ASSERT_EQ(listener.open_connections(), 3u);
 
   const auto refused = connect_unix(socket_path("egress.sock"));
@@ -109,7 +113,8 @@ TEST_F(EgressProxyTest, ConnectionsPastTheBoundGet503AndTheBoundFreesUp) {
   EXPECT_EQ(http.accepted(), 0);
 
   idle.pop_back();  // one idle client leaves: its slot comes back
-  for (int i = 0; i < 200 && listener.open_connections() > 2; ++i) std::this_thread::sleep_for(10ms);
+  for (int i = 0; i < 200 && listener.open_connections() > 2; ++i)
+    std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(good_client_succeeds(socket_path("egress.sock"), http.port()));
 }
 

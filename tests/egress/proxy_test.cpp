@@ -7,10 +7,13 @@
 namespace airlock::egress::testing {
 namespace {
 
-std::string port_of(const LoopbackServer& server) { return std::to_string(server.port()); }
+std::string port_of(const LoopbackServer& server) {
+  return std::to_string(server.port());
+}
 
 TEST_F(EgressProxyTest, AnAllowedHostReachesALoopbackServerThroughTheTunnel) {
-  const auto listener = proxy->listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx-1");
+  const auto listener =
+      proxy->listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx-1");
   const auto client = connect_unix(socket_path("egress.sock"));
   std::string rest;
   const std::string head = request(client.get(), "allowed.test:" + port_of(http), rest);
@@ -41,8 +44,8 @@ TEST_F(EgressProxyTest, WildcardPatternsAllowSubdomainsAndCaseIsIgnored) {
 
 TEST_F(EgressProxyTest, ADeniedHostIsRefusedAndNeverDialled) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx");
-  for (const std::string target : {"denied.test", "wild.test", "allowed.test.evil.example",
-                                   "127.0.0.1"}) {
+  for (const std::string target :
+       {"denied.test", "wild.test", "allowed.test.evil.example", "127.0.0.1"}) {
     const auto client = connect_unix(socket_path("egress.sock"));
     std::string rest;
     EXPECT_EQ(status_of(request(client.get(), target + ":" + port_of(http), rest)), 403) << target;
@@ -133,9 +136,10 @@ TEST_F(EgressProxyTest, LiteralInternalTargetsAreRefusedEvenWhenEveryHostIsAllow
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   const std::string port = port_of(http);
   const std::vector<std::string> targets = {
-       "127.0.0.1:" + port, "[::1]:" + port, "[::ffff:127.0.0.1]:" + port, "0.0.0.0:" + port,
-        "169.254.169.254:" + port, "[::ffff:169.254.169.254]:" + port, "[64:ff9b::7f00:1]:" + port,
-        "10.0.0.1:" + port, "[fd00::1]:" + port, "[fe80::1]:" + port, "224.0.0.1:" + port};
+      "127.0.0.1:" + port,         "[::1]:" + port,           "[::ffff:127.0.0.1]:" + port,
+      "0.0.0.0:" + port,           "169.254.169.254:" + port, "[::ffff:169.254.169.254]:" + port,
+      "[64:ff9b::7f00:1]:" + port, "10.0.0.1:" + port,        "[fd00::1]:" + port,
+      "[fe80::1]:" + port,         "224.0.0.1:" + port};
   for (const auto& target : targets) {
     const auto client = connect_unix(socket_path("egress.sock"));
     std::string rest;
@@ -213,10 +217,11 @@ TEST_F(EgressProxyTest, MalformedRequestsGet400AndAreClosed) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy_for({http.port()}), "sbx");
   const std::string port = port_of(http);
   const std::vector<std::string> requests = {
-       "CONNECT allowed.test:" + port + "\n\n", "CONNECT user@allowed.test:" + port + " HTTP/1.1\r\n\r\n",
-        "CONNECT allowed.test " + port + " HTTP/1.1\r\n\r\n",
-        "CONNECT allowed.test:" + port + " HTTP/1.1\r\nHost : x\r\n\r\n",
-        std::string("\x16\x03\x01\x00\x05hello", 10)};
+      "CONNECT allowed.test:" + port + "\n\n",
+      "CONNECT user@allowed.test:" + port + " HTTP/1.1\r\n\r\n",
+      "CONNECT allowed.test " + port + " HTTP/1.1\r\n\r\n",
+      "CONNECT allowed.test:" + port + " HTTP/1.1\r\nHost : x\r\n\r\n",
+      std::string("\x16\x03\x01\x00\x05hello", 10)};
   for (const auto& raw : requests) {
     const auto client = connect_unix(socket_path("egress.sock"));
     send_all(client.get(), raw);

@@ -3,24 +3,27 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace airlock::egress {
 namespace {
 
-RequestHead parse(const std::string& head) { return parse_request_head(head); }
+RequestHead parse(const std::string& head) {
+  return parse_request_head(head);
+}
 
 RequestHead parse_target(const std::string& target) {
   return parse("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n");
 }
 
 TEST(EgressRequestHead, AcceptsAWellFormedConnect) {
-  const auto head = parse("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n"
-                          "User-Agent: curl/7.88.1\r\nProxy-Connection: Keep-Alive\r\n\r\n");
+  const auto head = parse(
+      "CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n"
+      "User-Agent: curl/7.88.1\r\nProxy-Connection: Keep-Alive\r\n\r\n");
   ASSERT_EQ(head.problem, HeadProblem::none) << head.why;
   EXPECT_EQ(head.target.host, "pypi.org");
   EXPECT_EQ(head.target.port, 443);
@@ -53,17 +56,46 @@ TEST(EgressRequestHead, RecognisesIpLiterals) {
 }
 
 TEST(EgressRequestHead, RefusesEveryMalformedTarget) {
-  const std::vector<std::string> cases = {
-       "pypi.org", "pypi.org:", "pypi.org:0", "pypi.org:65536", "pypi.org:99999", "pypi.org:0443",
-        "pypi.org:+443", "pypi.org:44a", "pypi.org:-1", ":443", "user@pypi.org:443",
-        "user:secret@pypi.org:443", "pypi.org:443@evil.example:443", "2001:db8::1:443",
-        "[2001:db8::1]", "[2001:db8::1]443", "[2001:db8::1]:", "[fe80::1%25eth0]:443",
-        "[fe80::1%eth0]:443", "[127.0.0.1]:443", "[not-an-address]:443", "pypi.org:443:443",
-        "pypi.org/simple:443", "-pypi.org:443", "pypi-.org:443", "pypi..org:443", ".pypi.org:443",
-        "pypi.org..:443", "py%70i.org:443", "py*.org:443", "py\"pi.org:443",
-        std::string(254, 'a') + ":443", std::string(64, 'a') + ".org:443", "127.1:443",
-        "0x7f.0.0.1:443", "0x7f000001:443", "2130706433:443", "0177.0.0.1:443", "127.0.0.01:443",
-        "1.2.3.04:443"};
+  const std::vector<std::string> cases = {"pypi.org",
+                                          "pypi.org:",
+                                          "pypi.org:0",
+                                          "pypi.org:65536",
+                                          "pypi.org:99999",
+                                          "pypi.org:0443",
+                                          "pypi.org:+443",
+                                          "pypi.org:44a",
+                                          "pypi.org:-1",
+                                          ":443",
+                                          "user@pypi.org:443",
+                                          "user:secret@pypi.org:443",
+                                          "pypi.org:443@evil.example:443",
+                                          "2001:db8::1:443",
+                                          "[2001:db8::1]",
+                                          "[2001:db8::1]443",
+                                          "[2001:db8::1]:",
+                                          "[fe80::1%25eth0]:443",
+                                          "[fe80::1%eth0]:443",
+                                          "[127.0.0.1]:443",
+                                          "[not-an-address]:443",
+                                          "pypi.org:443:443",
+                                          "pypi.org/simple:443",
+                                          "-pypi.org:443",
+                                          "pypi-.org:443",
+                                          "pypi..org:443",
+                                          ".pypi.org:443",
+                                          "pypi.org..:443",
+                                          "py%70i.org:443",
+                                          "py*.org:443",
+                                          "py\"pi.org:443",
+                                          std::string(254, 'a') + ":443",
+                                          std::string(64, 'a') + ".org:443",
+                                          "127.1:443",
+                                          "0x7f.0.0.1:443",
+                                          "0x7f000001:443",
+                                          "2130706433:443",
+                                          "0177.0.0.1:443",
+                                          "127.0.0.01:443",
+                                          "1.2.3.04:443"};
   for (const auto& target : cases) {
     const auto head = parse_target(target);
     EXPECT_EQ(head.problem, HeadProblem::malformed) << "accepted: " << target;
@@ -89,22 +121,28 @@ TEST(EgressRequestHead, RefusesOtherMethodsAsNotAllowed) {
 }
 
 TEST(EgressRequestHead, RefusesMalformedRequestLines) {
-  for (const char* line :
-       {"CONNECT  pypi.org:443 HTTP/1.1", "CONNECT pypi.org:443", "CONNECT pypi.org:443 HTTP/2.0",
-        "CONNECT pypi.org:443 HTTP/1.1 extra", "CONNECT\tpypi.org:443\tHTTP/1.1",
-        " CONNECT pypi.org:443 HTTP/1.1", "CONNECT pypi.org:443 HTTP/1.1 ",
-        "CONNECT pypi.org:443 http/1.1", "", "CONNECT pypi.org:443 HTTP/1.1\x01",
-        "C(NNECT pypi.org:443 HTTP/1.1"}) {
+  for (const char* line : {"CONNECT  pypi.org:443 HTTP/1.1", "CONNECT pypi.org:443",
+                           "CONNECT pypi.org:443 HTTP/2.0", "CONNECT pypi.org:443 HTTP/1.1 extra",
+                           "CONNECT\tpypi.org:443\tHTTP/1.1", " CONNECT pypi.org:443 HTTP/1.1",
+                           "CONNECT pypi.org:443 HTTP/1.1 ", "CONNECT pypi.org:443 http/1.1", "",
+                           "CONNECT pypi.org:443 HTTP/1.1\x01", "C(NNECT pypi.org:443 HTTP/1.1"}) {
     const auto head = parse(std::string(line) + "\r\n\r\n");
     EXPECT_EQ(head.problem, HeadProblem::malformed) << "accepted: " << line;
   }
 }
 
 TEST(EgressRequestHead, RefusesMalformedHeaderLines) {
-  const std::vector<std::string> cases = {" folded: continuation\r\n", "Host: a\r\n\tfolded\r\n", "Host : pypi.org\r\n",
-        "NoColon\r\n", ": empty-name\r\n", "Bad\x01Name: x\r\n", "X: value\x7f\r\n",
-        "X: a\rb\r\n", "X: a\nb\r\n", std::string("X: \0\r\n", 6),
-        "Host: a\r\n\r\nSmuggled: b\r\n"};
+  const std::vector<std::string> cases = {" folded: continuation\r\n",
+                                          "Host: a\r\n\tfolded\r\n",
+                                          "Host : pypi.org\r\n",
+                                          "NoColon\r\n",
+                                          ": empty-name\r\n",
+                                          "Bad\x01Name: x\r\n",
+                                          "X: value\x7f\r\n",
+                                          "X: a\rb\r\n",
+                                          "X: a\nb\r\n",
+                                          std::string("X: \0\r\n", 6),
+                                          "Host: a\r\n\r\nSmuggled: b\r\n"};
   for (const auto& fields : cases) {
     const std::string head = "CONNECT pypi.org:443 HTTP/1.1\r\n" + fields + "\r\n";
     const auto parsed = parse(head);
@@ -195,7 +233,8 @@ TEST(EgressRequestHeadReader, RefusesAHeadLongerThanTheCeiling) {
 TEST(EgressRequestHeadReader, IgnoresBytesAfterADecision) {
   RequestHeadReader reader(8192);
   ASSERT_EQ(reader.feed("GET / HTTP/1.1\r\n"), RequestHeadReader::State::refused);
-  EXPECT_EQ(reader.feed("CONNECT pypi.org:443 HTTP/1.1\r\n\r\n"), RequestHeadReader::State::refused);
+  EXPECT_EQ(reader.feed("CONNECT pypi.org:443 HTTP/1.1\r\n\r\n"),
+            RequestHeadReader::State::refused);
 }
 
 // Every seed of the fuzz corpus, fed whole and byte by byte, ends in the same state: the
@@ -205,7 +244,8 @@ TEST(EgressRequestHeadReader, FuzzCorpusSeedsDecideTheSameWhateverTheChunking) {
   std::size_t seeds = 0;
   for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
     std::string bytes(std::filesystem::file_size(entry.path()), '\0');
-    std::ifstream(entry.path(), std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ifstream(entry.path(), std::ios::binary)
+        .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     RequestHeadReader whole(8192);
     const auto whole_state = whole.feed(bytes);
     RequestHeadReader dribbled(8192);
