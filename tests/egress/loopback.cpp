@@ -51,12 +51,12 @@ std::size_t count_entries(const char* directory) {
 
 }  // namespace
 
-LoopbackServer::LoopbackServer(Mode mode) : mode_(mode) {
+LoopbackServer::LoopbackServer(Mode mode, const std::string& ipv4) : mode_(mode) {
   listener_.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!listener_) fail("socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, ipv4.c_str(), &address.sin_addr) != 1) fail("inet_pton " + ipv4);
   if (::bind(listener_.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
     fail("bind");
   }

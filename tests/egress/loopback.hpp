@@ -16,7 +16,7 @@ namespace airlock::egress::testing {
 
 using namespace std::chrono_literals;
 
-// A TCP server on 127.0.0.1 (ephemeral port) with one thread per connection.
+// A TCP server on 127.0.0.1 by default (ephemeral port) with one thread per connection.
 class LoopbackServer {
  public:
   enum class Mode {
@@ -26,7 +26,8 @@ class LoopbackServer {
   };
   static constexpr const char* kHttpBody = "hello-from-loopback";
 
-  explicit LoopbackServer(Mode mode);
+  // Binds `ipv4` (an IPv4 literal: another 127.x address, or 0.0.0.0 for every interface).
+  explicit LoopbackServer(Mode mode, const std::string& ipv4 = "127.0.0.1");
   ~LoopbackServer();
   LoopbackServer(const LoopbackServer&) = delete;
   LoopbackServer& operator=(const LoopbackServer&) = delete;
