@@ -242,10 +242,12 @@ const bool kRegistered = register_command("run", [](CLI::App& app, Context& cont
   command->add_option("--egress", options->egress, "closed (default) or allowlist");
   // One value per flag: a vector option that may take several would swallow the `--` before
   // the command, and the command's own flags would then be parsed as ours.
-  command->add_option("--allow", options->allow, "a host allowed out (repeatable; implies allowlist)")
+  command
+      ->add_option("--allow", options->allow, "a host allowed out (repeatable; implies allowlist)")
       ->allow_extra_args(false);
-  command->add_option("--allow-port", options->allow_ports,
-                      "a port allowed out (repeatable; default 443)")
+  command
+      ->add_option("--allow-port", options->allow_ports,
+                   "a port allowed out (repeatable; default 443)")
       ->allow_extra_args(false);
   command->add_option("--memory", options->memory, "memory limit in bytes");
   command->add_option("--pids", options->pids, "process limit");

@@ -29,9 +29,9 @@
 namespace airlock::linux_backend::testing {
 namespace {
 
+using egress::UniqueFd;
 using egress::testing::DecisionLog;
 using egress::testing::LoopbackServer;
-using egress::UniqueFd;
 
 constexpr const char* kAllowedHost = "127.0.0.2";
 constexpr const char* kDeniedHost = "127.0.0.3";
@@ -70,7 +70,9 @@ class UdpSink {
   // Datagrams that arrived within `wait`.
   int received(std::chrono::milliseconds wait) {
     int count = 0;
-    struct pollfd ready {fd_.get(), POLLIN, 0};
+    struct pollfd ready {
+      fd_.get(), POLLIN, 0
+    };
     while (::poll(&ready, 1, static_cast<int>(wait.count())) > 0) {
       char buffer[2048];
       while (::recv(fd_.get(), buffer, sizeof buffer, 0) > 0) ++count;
@@ -93,8 +95,9 @@ class EgressAllowlistTest : public LinuxBackendTest {
 
   // A backend whose allowlisted sandboxes may reach `ports`; with `loopback_knob`, the proxy lets
   // 127.0.0.0/8 through (the test-only weakening); without it, production's address rule holds.
-  SandboxBackend& egress_backend(std::vector<std::uint16_t> ports, bool loopback_knob = true,
-                                 std::chrono::milliseconds header_timeout = std::chrono::seconds(10)) {
+  SandboxBackend& egress_backend(
+      std::vector<std::uint16_t> ports, bool loopback_knob = true,
+      std::chrono::milliseconds header_timeout = std::chrono::seconds(10)) {
     egress_backend_ = make_backend([&](LinuxBackendConfig& config) {
       config.egress_policy.allowed_ports = ports;
       if (loopback_knob) config.egress_policy.allow_nonglobal_for_tests = {"127.0.0.0/8"};
@@ -107,10 +110,11 @@ class EgressAllowlistTest : public LinuxBackendTest {
   std::shared_ptr<LinuxSandbox> allowlisted(SandboxBackend& backend,
                                             std::vector<std::string> hosts = {kAllowedHost},
                                             std::optional<SandboxKey> key = std::nullopt) {
-    return acquire(spec("egress", [&](SandboxSpec::Fields& fields) {
-                     fields.egress = Egress::allowlist;
-                     fields.egress_allow = hosts;
-                   }),
+    return acquire(spec("egress",
+                        [&](SandboxSpec::Fields& fields) {
+                          fields.egress = Egress::allowlist;
+                          fields.egress_allow = hosts;
+                        }),
                    key, &backend);
   }
 
@@ -127,32 +131,33 @@ class EgressAllowlistTest : public LinuxBackendTest {
   static std::string curl_status(Sandbox& sandbox, const std::string& host, std::uint16_t port,
                                  const std::string& extra = "--proxytunnel") {
     const ExecResult result =
-        sh(sandbox, "curl -s -o /dev/null -w '%{http_connect}/%{http_code}' --max-time 10 " + extra + " http://" +
-                        host + ":" + std::to_string(port) + "/");
+        sh(sandbox, "curl -s -o /dev/null -w '%{http_connect}/%{http_code}' --max-time 10 " +
+                        extra + " http://" + host + ":" + std::to_string(port) + "/");
     return result.stdout_text();
   }
 
   // The status line of the proxy's answer to the bytes `head_expression` (a python expression)
   // sent over the bridge, or CLOSED / TIMEOUT.
   static std::string proxy_answer(Sandbox& sandbox, const std::string& head_expression) {
-    const ExecResult result = python(sandbox,
-                                     "import socket\n"
-                                     "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
-                                     "try:\n"
-                                     "    s.sendall(" +
-                                         head_expression +
-                                         ")\n"
-                                         "    data = b''\n"
-                                         "    while b'\\r\\n' not in data:\n"
-                                         "        chunk = s.recv(4096)\n"
-                                         "        if not chunk:\n"
-                                         "            break\n"
-                                         "        data += chunk\n"
-                                         "    print(data.split(b'\\r\\n')[0].decode() or 'CLOSED')\n"
-                                         "except (ConnectionResetError, BrokenPipeError) as e:\n"
-                                         "    print('CLOSED', type(e).__name__)\n"
-                                         "except socket.timeout:\n"
-                                         "    print('TIMEOUT')\n");
+    const ExecResult result =
+        python(sandbox,
+               "import socket\n"
+               "s = socket.create_connection(('127.0.0.1', 3128), timeout=20)\n"
+               "try:\n"
+               "    s.sendall(" +
+                   head_expression +
+                   ")\n"
+                   "    data = b''\n"
+                   "    while b'\\r\\n' not in data:\n"
+                   "        chunk = s.recv(4096)\n"
+                   "        if not chunk:\n"
+                   "            break\n"
+                   "        data += chunk\n"
+                   "    print(data.split(b'\\r\\n')[0].decode() or 'CLOSED')\n"
+                   "except (ConnectionResetError, BrokenPipeError) as e:\n"
+                   "    print('CLOSED', type(e).__name__)\n"
+                   "except socket.timeout:\n"
+                   "    print('TIMEOUT')\n");
     return result.stdout_text() + result.stderr_text();
   }
 
@@ -169,9 +174,9 @@ TEST_F(EgressAllowlistTest, TheBackendDeclaresAllowlist) {
 TEST_F(EgressAllowlistTest, AnAllowedHostIsReachedThroughTheProxy) {
   LoopbackServer server(LoopbackServer::Mode::http, kAllowedHost);
   auto sandbox = allowlisted(egress_backend({server.port()}));
-  const ExecResult fetched = sh(*sandbox, "curl -s --max-time 10 --proxytunnel http://" +
-                                              std::string(kAllowedHost) + ":" +
-                                              std::to_string(server.port()) + "/");
+  const ExecResult fetched =
+      sh(*sandbox, "curl -s --max-time 10 --proxytunnel http://" + std::string(kAllowedHost) + ":" +
+                       std::to_string(server.port()) + "/");
   EXPECT_EQ(fetched.exit_code, 0) << fetched.stderr_text();
   EXPECT_NE(fetched.stdout_text().find(LoopbackServer::kHttpBody), std::string::npos)
       << fetched.stdout_text();
@@ -205,15 +210,17 @@ TEST_F(EgressAllowlistTest, ARawTcpConnectToAHostAddressFails) {
   const int before = server.accepted();
   ASSERT_EQ(before, 1);
   auto sandbox = allowlisted(egress_backend({server.port()}, true));
-  const ExecResult attack = python(
-      *sandbox, "import socket\n"
-                "for target in [('" + host_ip + "', " + std::to_string(server.port()) + "),\n"
-                "               ('1.1.1.1', 443), ('10.255.255.53', 53)]:\n"
-                "    try:\n"
-                "        socket.create_connection(target, timeout=3)\n"
-                "        print('CONNECTED', target)\n"
-                "    except OSError as e:\n"
-                "        print('FAILED', target, e.errno)\n");
+  const ExecResult attack = python(*sandbox,
+                                   "import socket\n"
+                                   "for target in [('" +
+                                       host_ip + "', " + std::to_string(server.port()) +
+                                       "),\n"
+                                       "               ('1.1.1.1', 443), ('10.255.255.53', 53)]:\n"
+                                       "    try:\n"
+                                       "        socket.create_connection(target, timeout=3)\n"
+                                       "        print('CONNECTED', target)\n"
+                                       "    except OSError as e:\n"
+                                       "        print('FAILED', target, e.errno)\n");
   EXPECT_EQ(attack.stdout_text().find("CONNECTED"), std::string::npos) << attack.stdout_text();
   EXPECT_NE(attack.stdout_text().find("FAILED"), std::string::npos)
       << attack.stdout_text() << attack.stderr_text();
@@ -226,28 +233,30 @@ TEST_F(EgressAllowlistTest, AUdpDnsQueryNeverLeavesTheSandbox) {
   auto sandbox = allowlisted(egress_backend({443}));
   // A well-formed DNS query for example.org, sent to the host's resolver, a public resolver, and
   // a UDP socket of this test on every host interface (the one place a leak would be seen).
-  std::string targets = "[('8.8.8.8', 53), ('10.255.255.53', 53), ('127.0.0.1', " +
-                        std::to_string(sink.port()) + ")";
+  std::string targets =
+      "[('8.8.8.8', 53), ('10.255.255.53', 53), ('127.0.0.1', " + std::to_string(sink.port()) + ")";
   if (!host_ip.empty()) targets += ", ('" + host_ip + "', " + std::to_string(sink.port()) + ")";
   targets += "]";
-  const ExecResult attack = python(
-      *sandbox,
-      "import socket\n"
-      "query = bytes.fromhex('abcd01000001000000000000076578616d706c65036f72670000010001')\n"
-      "for target in " + targets + ":\n"
-      "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-      "    s.settimeout(2)\n"
-      "    try:\n"
-      "        s.sendto(query, target)\n"
-      "        s.recvfrom(512)\n"
-      "        print('ANSWERED', target)\n"
-      "    except OSError as e:\n"
-      "        print('FAILED', target, e)\n"
-      "try:\n"
-      "    socket.getaddrinfo('example.org', 443)\n"
-      "    print('RESOLVED')\n"
-      "except OSError as e:\n"
-      "    print('UNRESOLVED', e)\n");
+  const ExecResult attack =
+      python(*sandbox,
+             "import socket\n"
+             "query = bytes.fromhex('abcd01000001000000000000076578616d706c65036f72670000010001')\n"
+             "for target in " +
+                 targets +
+                 ":\n"
+                 "    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                 "    s.settimeout(2)\n"
+                 "    try:\n"
+                 "        s.sendto(query, target)\n"
+                 "        s.recvfrom(512)\n"
+                 "        print('ANSWERED', target)\n"
+                 "    except OSError as e:\n"
+                 "        print('FAILED', target, e)\n"
+                 "try:\n"
+                 "    socket.getaddrinfo('example.org', 443)\n"
+                 "    print('RESOLVED')\n"
+                 "except OSError as e:\n"
+                 "    print('UNRESOLVED', e)\n");
   EXPECT_EQ(attack.stdout_text().find("ANSWERED"), std::string::npos) << attack.stdout_text();
   EXPECT_EQ(attack.stdout_text().find("RESOLVED\n"), std::string::npos) << attack.stdout_text();
   EXPECT_NE(attack.stdout_text().find("UNRESOLVED"), std::string::npos)
@@ -283,7 +292,8 @@ TEST_F(EgressAllowlistTest, APrivateAddressIsRefusedWithoutTheTestKnob) {
   auto sandbox = allowlisted(egress_backend({server.port(), 443}, /*loopback_knob=*/false),
                              {kAllowedHost, "localhost", "*"});
   EXPECT_EQ(curl_status(*sandbox, kAllowedHost, server.port()), "403/000");
-  EXPECT_EQ(curl_status(*sandbox, "localhost", server.port(), "--proxytunnel --noproxy ''"), "403/000");
+  EXPECT_EQ(curl_status(*sandbox, "localhost", server.port(), "--proxytunnel --noproxy ''"),
+            "403/000");
   EXPECT_EQ(curl_status(*sandbox, "169.254.169.254", 443), "403/000");
   EXPECT_EQ(server.accepted(), 0);
   const auto all = decisions_.wait_for(3);

@@ -92,11 +92,15 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       parsed.egress_policy.allowed_ports.clear();
       for (const auto& port : value) {
         const std::uint64_t number = count_field(port, path);
-        if (number == 0 || number > 65535) throw InvalidArgument(path + ": ports are 1..65535", path);
+        if (number == 0 || number > 65535) {
+          throw InvalidArgument(path + ": ports are 1..65535", path);
+        }
         parsed.egress_policy.allowed_ports.push_back(static_cast<std::uint16_t>(number));
       }
     } else if (field == "egress_allow_nonglobal_for_tests") {
-      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of CIDR ranges", path);
+      if (!value.is_array()) {
+        throw InvalidArgument(path + ": expected an array of CIDR ranges", path);
+      }
       parsed.egress_policy.allow_nonglobal_for_tests.clear();
       for (const auto& range : value) {
         parsed.egress_policy.allow_nonglobal_for_tests.push_back(string_field(range, path));
