@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "airlock/conformance.hpp"
+#include "airlock/errors.hpp"
+#include "airlock/json.hpp"
 #include "egress/loopback.hpp"
 #include "egress/proxy_fixture.hpp"
 #include "linux/fixture.hpp"
@@ -164,6 +166,36 @@ class EgressAllowlistTest : public LinuxBackendTest {
   DecisionLog decisions_;
   std::shared_ptr<SandboxBackend> egress_backend_;
 };
+
+// Config mistakes are refused when the config is read, naming the key — not at the first acquire.
+TEST(EgressAllowlistConfig, BadPortsAndRangesAreRefusedNamingTheKey) {
+  const auto refusal = [](const char* text) -> std::string {
+    try {
+      (void)parse_linux_backend_config(json::parse_text(text, "test"), "linux");
+    } catch (const InvalidArgument& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(refusal(R"({"egress_ports": [0]})").find("linux.egress_ports"), std::string::npos);
+  EXPECT_NE(refusal(R"({"egress_ports": [70000]})").find("linux.egress_ports"), std::string::npos);
+  EXPECT_NE(refusal(R"({"egress_ports": 443})").find("linux.egress_ports"), std::string::npos);
+  EXPECT_NE(refusal(R"({"egress_ports": []})").find("allowed_ports"), std::string::npos);
+  EXPECT_NE(refusal(R"({"egress_allow_nonglobal_for_tests": ["not-a-range"]})")
+                .find("allow_nonglobal_for_tests"),
+            std::string::npos);
+  const LinuxBackendConfig parsed = parse_linux_backend_config(
+      json::parse_text(
+          R"({"egress_ports": [443, 8443], "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"]})",
+          "test"),
+      "linux");
+  EXPECT_EQ(parsed.egress_policy.allowed_ports, (std::vector<std::uint16_t>{443, 8443}));
+  EXPECT_EQ(parsed.egress_policy.allow_nonglobal_for_tests,
+            std::vector<std::string>{"127.0.0.0/8"});
+  EXPECT_TRUE(LinuxBackendConfig{}.egress_policy.allow_nonglobal_for_tests.empty())
+      << "the test knob must be off unless configured";
+  EXPECT_EQ(LinuxBackendConfig{}.egress_policy.allowed_ports, std::vector<std::uint16_t>{443});
+}
 
 TEST_F(EgressAllowlistTest, TheBackendDeclaresAllowlist) {
   ASSERT_TRUE(backend_->egress_modes());
