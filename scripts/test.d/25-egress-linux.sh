@@ -15,6 +15,9 @@ server_pid=
 cleanup() {
   [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
   "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1 || true
+  if [[ -f $state/nobody.json ]]; then
+    as_nobody "$airlock" purge --all --backend-config "$state/nobody.json" >/dev/null 2>&1 || true
+  fi
   rm -rf "$state" "$config" "$portfile"
 }
 trap cleanup EXIT
@@ -65,4 +68,30 @@ out=$(run --allow 127.0.0.2 --shell -- "$(status -p)") || true
 
 run --allow 127.0.0.2 --allow-port 0 -- true 2>/dev/null && code=0 || code=$?
 [[ $code -eq 125 ]] || fail "--allow-port 0 must be refused before anything runs ($code)"
+# Unprivileged (a host user without root, as `nobody`): the proxy's socket then belongs to the
+# caller, who is also the guest's root; the same road must work and the same refusal hold.
+as_nobody() { HOME=/nonexistent setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+if ! command -v setpriv >/dev/null; then
+  echo "SKIPPED: unprivileged allowlist run: setpriv (util-linux) is not installed"
+elif [[ $(cat /proc/sys/kernel/unprivileged_userns_clone 2>/dev/null || echo 1) == 0 ]]; then
+  echo "SKIPPED: unprivileged allowlist run: unprivileged user namespaces are disabled here"
+elif ! as_nobody test -x "$airlock"; then
+  echo "SKIPPED: unprivileged allowlist run: nobody cannot execute $airlock (build dir modes)"
+else
+  chmod 755 "$state"
+  mkdir "$state/nobody"
+  chown 65534:65534 "$state/nobody"
+  nobody_config="$state/nobody.json"
+  printf '{"linux": {"state_dir": "%s", "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"]}}' \
+    "$state/nobody" >"$nobody_config"
+  chmod 644 "$nobody_config"
+  nobody_run() {
+    as_nobody "$airlock" run --backend-config "$nobody_config" --min-isolation container --quiet "$@"
+  }
+  out=$(nobody_run --allow 127.0.0.2 --allow-port "$port" --shell -- "$(status -p)") || true
+  [[ $out == 200/200 ]] || fail "unprivileged: the allowed host through the proxy ($out)"
+  out=$(nobody_run --allow example.org --allow-port "$port" --shell -- "$(status -p)") || true
+  [[ $out == 403/000 ]] || fail "unprivileged: a host off the allowlist was not refused ($out)"
+  as_nobody "$airlock" purge --all --backend-config "$nobody_config" >/dev/null 2>&1 || true
+fi
 echo "egress allowlist end to end: ok"
