@@ -78,6 +78,7 @@ run_conformance = _airlock.run_conformance
 
 HostToolDeclaration = _airlock.HostToolDeclaration
 DispatchResult = _airlock.DispatchResult
+run_program_with_host_tools = _airlock.run_program_with_host_tools
 SandboxTool = _airlock.SandboxTool
 SandboxToolCall = _airlock.SandboxToolCall
 

@@ -12,9 +12,11 @@
 
 #include <stdexcept>
 
+#include "airlock/host_tool_transport.hpp"
 #include "airlock/host_tools.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
+#include "sandbox.hpp"
 
 namespace airlock::python {
 namespace {
@@ -192,6 +194,68 @@ void bind_host_tools(py::module_& module) {
           },
           py::arg("name"), py::arg("arguments") = py::none(),
           "Dispatch once through the registry's door, as a guest would: every cap and check.");
+
+  module.def(
+      "run_program_with_host_tools",
+      [](Sandbox& sandbox, const std::shared_ptr<HostToolRegistry>& registry,
+         const std::string& code, const std::string& run_directory, py::handle timeout,
+         std::optional<std::string> channel) {
+        HostToolRunOptions options;
+        options.timeout = seconds_to_milliseconds(timeout, "timeout");
+        if (channel) {
+          if (*channel == "socket") {
+            options.channel = HostToolChannel::socket;
+          } else if (*channel == "files") {
+            options.channel = HostToolChannel::files;
+          } else {
+            throw InvalidArgument("channel: unknown value \"" + *channel +
+                                      "\"; allowed: files, socket",
+                                  "channel");
+          }
+        }
+        const GuestRunLayout layout = guest_run_layout(run_directory);
+        HostToolRunResult ran;
+        std::uint64_t dispatched = 0;
+        {
+          py::gil_scoped_release release;
+          // The run directory goes however the program ends: it holds the call traffic.
+          struct Reclaim {
+            Sandbox& sandbox;
+            const GuestRunLayout& layout;
+            ~Reclaim() {
+              try {
+                reclaim_run(sandbox, layout);
+              } catch (...) {  // best effort: a destructor must not throw while unwinding
+              }
+            }
+          } reclaim{sandbox, layout};
+          ExecOptions make_work;
+          make_work.working_directory = "/";
+          make_work.timeout = std::chrono::seconds(30);
+          const ExecResult made = sandbox.exec(Command::argv({"mkdir", "-p", layout.work}), make_work);
+          if (made.exit_code != 0) {
+            throw SystemError("could not create the run's work directory: " + made.stderr_text(),
+                              0, layout.work);
+          }
+          sandbox.write_file(layout.program, code, layout.directory);
+          sandbox.write_file(layout.shim, host_tool_shim(registry->names(), options.timeout),
+                             layout.directory);
+          HostToolRun run(registry);
+          ran = run_program_with_host_tools(sandbox, run, layout, options);
+          dispatched = run.dispatched();
+        }
+        py::dict out;
+        out["result"] = ran.result;
+        out["channel"] = std::string(to_string(ran.channel));
+        out["dispatched"] = dispatched;
+        return out;
+      },
+      py::arg("sandbox"), py::arg("registry"), py::arg("code"), py::kw_only(),
+      py::arg("run_directory"), py::arg("timeout") = 120, py::arg("channel") = py::none(),
+      "Run a Python program in the guest that may `import airlock_host_tools` and call the "
+      "registry's tools (socket channel when the sandbox offers one, else over exec and files). "
+      "Returns {'result': ExecResult, 'channel': …, 'dispatched': n}. The run directory is "
+      "removed afterwards, however the program ended.");
 }
 
 }  // namespace airlock::python

@@ -266,7 +266,8 @@ void bind_records(py::module_& module) {
       .def("__repr__", [](const SandboxSpec& s) {
         std::string out = "SandboxSpec(";
         bool first = true;
-        for (const auto& [field, value] : json::to_json(s).items()) {
+        const json::Json fields = json::to_json(s);  // items() must not outlive it
+        for (const auto& [field, value] : fields.items()) {
           out += (first ? "" : ", ") + field + "=" + value.dump();
           first = false;
         }

@@ -164,6 +164,21 @@ void bind_sandbox(py::module_& module) {
           py::arg("path"), py::kw_only(), py::arg("working_directory"),
           py::arg("recursive") = false,
           "Remove path; a missing path is success; a link is removed, never followed.")
+      .def(
+          "socket_channel",
+          [](Sandbox& sandbox) -> py::object {
+            std::optional<Sandbox::SocketChannel> channel;
+            {
+              py::gil_scoped_release release;
+              channel = sandbox.socket_channel();
+            }
+            if (!channel) return py::none();
+            py::dict out;
+            out["host_directory"] = channel->host_directory;
+            out["guest_directory"] = channel->guest_directory;
+            return out;
+          },
+          "The host/guest directory pair for unix sockets, or None when the backend has none.")
       .def("__repr__", [](Sandbox& sandbox) {
         return "<airlock.Sandbox kind=" + std::string(py::repr(py::str(sandbox.kind()))) +
                " instance_id=" + std::string(py::repr(py::str(sandbox.instance_id()))) + ">";

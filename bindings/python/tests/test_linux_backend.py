@@ -134,8 +134,7 @@ class Conversation:
         return airlock.CallerContext(lambda: "pytest", lambda: self.thread)
 
 
-def test_guest_program_calls_a_python_host_tool(linux_router):
-    calls = []
+def make_price_registry(calls):
     registry = airlock.HostToolRegistry()
 
     @airlock.sandbox_tool(source=SourceIntegrity.TRUSTED, sink=None, identity=Identity.APP)
@@ -149,22 +148,53 @@ def test_guest_program_calls_a_python_host_tool(linux_router):
 
     registry.register(price)
     registry.register(broken)
-    conversation = Conversation("host-tools")
-    tool = airlock.make_codeact_tool(linux_router, context=conversation.context(),
-                                     image="host", host_tools=registry, exec_timeout=60)
-    try:
-        code = ("import airlock_host_tools as tools\n"
-                "print(tools.price(sku='x1')['eur'])\n"
-                "try:\n"
-                "    tools.broken()\n"
-                "except tools.HostToolError as error:\n"
-                "    print('refused:', 'secret' in str(error))\n")
-        text = tool.invoke({"code": code})
-        assert "4.5" in text, text
-        assert "refused: False" in text, text
-        assert calls == ["x1"]
-    finally:
-        linux_router.dispose_scope("pytest", "host-tools")
+    return registry
+
+
+GUEST_PROGRAM = (
+    "import airlock_host_tools as tools\n"
+    "print(tools.price(sku='x1')['eur'])\n"
+    "try:\n"
+    "    tools.broken()\n"
+    "except tools.HostToolError as error:\n"
+    "    print('refused; secret leaked:', 'secret' in str(error))\n")
+
+
+@pytest.mark.parametrize("channel", ["auto", "files"])
+def test_guest_program_calls_a_python_host_tool(linux_sandbox, channel):
+    # The tool's body runs on the transport's thread, which takes the GIL to call it.
+    calls = []
+    registry = make_price_registry(calls)
+    ran = airlock.run_program_with_host_tools(
+        linux_sandbox, registry, GUEST_PROGRAM, run_directory=WORK + "/run-" + channel,
+        timeout=60, channel=None if channel == "auto" else channel)
+    result = ran["result"]
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == "4.5\nrefused; secret leaked: False\n"
+    assert ran["channel"] == ("files" if channel == "files" else ran["channel"])
+    assert ran["channel"] in ("socket", "files")
+    assert ran["dispatched"] == 2
+    assert calls == ["x1"]
+    # The run's traffic is gone from the warm sandbox.
+    assert linux_sandbox.stat_file("run-" + channel, working_directory=WORK) is None
+
+
+def test_forcing_a_socket_channel_the_sandbox_lacks_is_not_supported(linux_sandbox):
+    if linux_sandbox.socket_channel() is not None:
+        pytest.skip("SKIPPED: this linux sandbox offers a socket channel")
+    with pytest.raises(NotImplementedError):
+        airlock.run_program_with_host_tools(linux_sandbox, make_price_registry([]), "print(1)",
+                                            run_directory=WORK + "/run-socket", channel="socket")
+
+
+def test_codeact_with_host_tools_is_refused_where_the_backend_does_not_declare_them(
+        linux_router):
+    declared = linux_router.describe_backends()[0]["capabilities"]
+    if "host_tools" in declared:
+        pytest.skip("SKIPPED: this linux backend declares host_tools; the attach succeeds")
+    with pytest.raises(airlock.SandboxCapabilityNotSupported, match="host_tools"):
+        airlock.make_codeact_tool(linux_router, context=Conversation("x").context(),
+                                  image="host", host_tools=make_price_registry([]))
 
 
 def test_codeact_end_to_end_with_declared_outputs(linux_router, tmp_path):
