@@ -211,12 +211,46 @@ def test_codeact_end_to_end_with_declared_outputs(linux_router, tmp_path):
         assert "written" in text, text
         assert (tmp_path / "chart.txt").read_text() == "up and to the right"
         assert str(tmp_path) not in text  # the host path is never shown to the model
+        outside = tmp_path.parent / "escaped.txt"
+        escape = tool.invoke({"code": "open('../../../../../../' + %r, 'w').write('x')"
+                                      % str(outside), "outputs": []})
+        assert not outside.exists(), escape
         failing = tool.invoke({"code": "raise SystemExit(3)"})
         assert "3" in failing
         conversation.thread = None
         assert "no active thread" in tool.invoke({"code": "print(1)"})
     finally:
         linux_router.dispose_scope("pytest", "codeact")
+
+
+class Store:
+    def __init__(self, files):
+        self.files = files
+        self.reads = []
+
+    def list(self):
+        return sorted(self.files)
+
+    def read(self, name):
+        self.reads.append(name)
+        return self.files.get(name)
+
+
+def test_codeact_shares_only_listed_files_from_a_python_store(linux_router):
+    conversation = Conversation("store")
+    store = Store({"prices.csv": b"sku,eur\nx1,4.5\n"})
+    tool = airlock.make_codeact_tool(linux_router, context=conversation.context(),
+                                     image="host", file_store=store, exec_timeout=60)
+    try:
+        text = tool.invoke({"code": "print(open('prices.csv').read().splitlines()[1])",
+                            "files": ["prices.csv"]})
+        assert "x1,4.5" in text, text
+        assert store.reads == ["prices.csv"]
+        refused = tool.invoke({"code": "print(1)", "files": ["../../etc/shadow"]})
+        assert refused.startswith("Error"), refused
+        assert store.reads == ["prices.csv"]  # an unlisted name is never read
+    finally:
+        linux_router.dispose_scope("pytest", "store")
 
 
 # ---- conformance ------------------------------------------------------------------------------

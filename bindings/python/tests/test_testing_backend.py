@@ -372,3 +372,25 @@ def test_collect_outputs_through_a_python_sink(testing_router):
     assert delivered == [("out/a.txt", b"artifact", "k")]
     with pytest.raises(airlock.SandboxOutputSinkRequired):
         airlock.collect_outputs(sandbox, spec)
+
+
+def test_a_python_sink_refusal_propagates_unchanged(testing_router):
+    spec = airlock.SandboxSpec(kind="k", requires={"exec", "files_in", "files_out"},
+                               declared_outputs=[airlock.DeclaredOutput("a.txt")])
+    sandbox = testing_router.acquire(make_key("sink-refusal"), spec)
+    sandbox.write_file("a.txt", b"x", working_directory=WORK)
+
+    class QuotaExceeded(Exception):
+        pass
+
+    def deliver(artifact):
+        raise QuotaExceeded(artifact.name)
+
+    with pytest.raises(QuotaExceeded, match="a.txt"):
+        airlock.collect_outputs(sandbox, spec, airlock.OutputSink(deliver))
+
+    def wrong_type(artifact):
+        return "landed"
+
+    with pytest.raises(TypeError, match="LandedArtifact"):
+        airlock.collect_outputs(sandbox, spec, airlock.OutputSink(wrong_type))
