@@ -62,6 +62,7 @@ LandedArtifact = _airlock.LandedArtifact
 ScopeDisposal = _airlock.ScopeDisposal
 ReclaimFailure = _airlock.ReclaimFailure
 Sandbox = _airlock.Sandbox
+StopSource = _airlock.StopSource
 SandboxRouter = _airlock.SandboxRouter
 backend_types = _airlock.backend_types
 

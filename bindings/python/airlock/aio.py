@@ -8,8 +8,9 @@ running while a guest command does::
     sandbox = await router.acquire(key, spec)
     result = await sandbox.exec(["python3", "-c", "print(1)"], working_directory=spec.work_dir)
 
-Cancelling an await abandons the wait, not the work: the command keeps running to its own
-``timeout`` on its thread (the C++ core's deadline still bounds it).
+Cancelling an awaited ``exec`` stops the guest command (its process group is killed through a
+:class:`airlock.StopSource`). Cancelling the other awaits abandons the wait, not the work: a
+file transfer or ``run_code`` runs on to its own bound on its thread.
 """
 
 import asyncio
@@ -48,8 +49,17 @@ class AsyncSandbox:
     def kind(self):
         return self._sandbox.kind
 
+    async def exec(self, command, **options):
+        """``Sandbox.exec``, awaitable; cancelling the await kills the guest command."""
+        from . import _airlock
+        stop = _airlock.StopSource()
+        try:
+            return await asyncio.to_thread(self._sandbox.exec, command, stop=stop, **options)
+        except asyncio.CancelledError:
+            stop.request_stop()
+            raise
+
     write_file = _threaded("write_file")
-    exec = _threaded("exec")
     exec_bounded = _threaded("exec_bounded")
     run_code = _threaded("run_code")
     stat_file = _threaded("stat_file")

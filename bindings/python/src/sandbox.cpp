@@ -3,6 +3,8 @@
 // threads and event loops keep running while a guest command does.
 #include <pybind11/stl.h>
 
+#include <stop_token>
+
 #include "airlock/sandbox.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
@@ -52,6 +54,13 @@ std::uint64_t positive_count(py::handle value, const char* what) {
 }  // namespace
 
 void bind_sandbox(py::module_& module) {
+  py::class_<std::stop_source>(module, "StopSource",
+                               "Cancels the exec it is passed to: request_stop() kills the "
+                               "command's process group (from any thread).")
+      .def(py::init<>())
+      .def("request_stop", [](std::stop_source& source) { return source.request_stop(); })
+      .def_property_readonly("stop_requested", &std::stop_source::stop_requested);
+
   using SandboxPtr = std::shared_ptr<Sandbox>;
   py::class_<Sandbox, SandboxPtr>(
       module, "Sandbox",
@@ -75,7 +84,8 @@ void bind_sandbox(py::module_& module) {
           "exec",
           [](Sandbox& sandbox, py::handle command, const std::string& working_directory,
              py::handle timeout, py::handle max_output_bytes, bool truncate, py::handle stdin_data,
-             std::optional<std::map<std::string, std::string>> environment) {
+             std::optional<std::map<std::string, std::string>> environment,
+             const std::stop_source* stop) {
             const Command parsed = command_from_python(command);
             ExecOptions options;
             options.working_directory = working_directory;
@@ -88,6 +98,7 @@ void bind_sandbox(py::module_& module) {
             if (environment) {
               for (auto& [name, value] : *environment) options.environment.emplace_back(name, value);
             }
+            if (stop != nullptr) options.stop = stop->get_token();
             ExecResult result;
             {
               py::gil_scoped_release release;
@@ -98,9 +109,10 @@ void bind_sandbox(py::module_& module) {
           py::arg("command"), py::kw_only(), py::arg("working_directory"),
           py::arg("timeout") = 60, py::arg("max_output_bytes") = py::none(),
           py::arg("truncate") = false, py::arg("stdin") = py::none(),
-          py::arg("environment") = py::none(),
+          py::arg("environment") = py::none(), py::arg("stop") = nullptr,
           "Run an argv (list of str, never through a shell) or a shell line (str). "
-          "SandboxTimeout (a TimeoutError) means exactly that `timeout` seconds passed.")
+          "SandboxTimeout (a TimeoutError) means exactly that `timeout` seconds passed, or that "
+          "`stop` (a StopSource) was requested: the command's process group is then killed.")
       .def(
           "exec_bounded",
           [](Sandbox& sandbox, py::handle command, const std::string& working_directory,

@@ -62,3 +62,51 @@ async def test_async_errors_keep_their_classes(testing_router):
     with pytest.raises(airlock.SandboxEgressNotEnforced):
         await router.acquire(airlock.SandboxKey("a", "b", "c"),
                              airlock.SandboxSpec(kind="k", egress="unrestricted"))
+
+
+@pytest.mark.asyncio
+async def test_cancelling_an_awaited_exec_kills_the_guest_command(linux_router):
+    router = aio.AsyncSandboxRouter(linux_router)
+    key = airlock.SandboxKey("pytest", "async-cancel", "python")
+    spec = airlock.SandboxSpec(kind="pytest", image="host")
+    try:
+        sandbox = await router.acquire(key, spec)
+        task = asyncio.ensure_future(sandbox.exec(
+            "touch started; exec sleep 1234", working_directory=WORK, timeout=120))
+        while await sandbox.stat_file("started", working_directory=WORK) is None:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # Without the stop, `sleep 1234` would outlive the await by twenty minutes.
+        for _ in range(500):
+            ps = await sandbox.exec(["ps", "-eo", "args"], working_directory=WORK, timeout=30)
+            if "sleep 1234" not in ps.stdout:
+                break
+            await asyncio.sleep(0.02)
+        assert "sleep 1234" not in ps.stdout, ps.stdout
+    finally:
+        await router.dispose(key)
+
+
+def test_a_stop_source_cancels_a_blocking_exec_from_another_thread(linux_sandbox):
+    import threading
+    import time
+    stop = airlock.StopSource()
+
+    def stop_when_started():
+        for _ in range(3000):  # bounded: a broken exec must not hang the suite
+            if linux_sandbox.stat_file("began", working_directory=WORK) is not None:
+                break
+            time.sleep(0.01)
+        stop.request_stop()
+
+    helper = threading.Thread(target=stop_when_started)
+    helper.start()
+    try:
+        with pytest.raises(TimeoutError, match="cancel"):
+            linux_sandbox.exec("touch began; sleep 600", working_directory=WORK, timeout=300,
+                               stop=stop)
+    finally:
+        helper.join()
+    assert stop.stop_requested
