@@ -119,9 +119,9 @@ Milliseconds seconds_to_milliseconds(py::handle seconds, std::string_view what) 
 }
 
 HeldObject::~HeldObject() {
-  // At interpreter shutdown there is no GIL to take; leaking the reference is then the only
-  // safe move.
-  if (!Py_IsInitialized()) {
+  // During interpreter shutdown a thread that takes the GIL may never get it back (or be
+  // stopped inside it); leaking the reference is then the only safe move.
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) {
     object_.release();
     return;
   }
