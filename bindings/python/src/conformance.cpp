@@ -1,9 +1,10 @@
 // Conformance suites from Python: the same probes the CLI runs, against a sandboxed acquired
 // through any router, with results as dicts (one per probe) so a host's own test runner can
 // assert on them.
+#include "airlock/conformance.hpp"
+
 #include <pybind11/stl.h>
 
-#include "airlock/conformance.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 
@@ -52,8 +53,7 @@ void bind_conformance(py::module_& module) {
          py::handle capabilities, py::handle exec_timeout, std::optional<std::string> allowed_url,
          std::optional<std::string> denied_url, bool raise_on_failure) {
         const CapabilitySet declared = enum_set<Capability>(
-            capabilities, "capabilities",
-            [](const std::string& text, std::string_view what) {
+            capabilities, "capabilities", [](const std::string& text, std::string_view what) {
               return parse_capability(text, what);
             });
         const auto timeout = seconds_to_milliseconds(exec_timeout, "exec_timeout");

@@ -7,7 +7,9 @@
 
 namespace airlock::python {
 
-py::object enum_class(const char* name) { return py::module_::import("airlock").attr(name); }
+py::object enum_class(const char* name) {
+  return py::module_::import("airlock").attr(name);
+}
 
 namespace {
 template <typename E>
@@ -16,17 +18,39 @@ py::object member(const char* class_name, E value) {
 }
 }  // namespace
 
-py::object to_python(Isolation value) { return member("Isolation", value); }
-py::object to_python(Egress value) { return member("Egress", value); }
-py::object to_python(Capability value) { return member("Capability", value); }
-py::object to_python(OsFamily value) { return member("OsFamily", value); }
-py::object to_python(SourceIntegrity value) { return member("SourceIntegrity", value); }
-py::object to_python(Identity value) { return member("Identity", value); }
-py::object to_python(EntryKind value) { return member("EntryKind", value); }
-py::object to_python(OutputDisposition value) { return member("OutputDisposition", value); }
-py::object to_python(NameNormalization value) { return member("NameNormalization", value); }
-py::object to_python(SignalOutcome value) { return member("SignalOutcome", value); }
-py::object to_python(SignalReach value) { return member("SignalReach", value); }
+py::object to_python(Isolation value) {
+  return member("Isolation", value);
+}
+py::object to_python(Egress value) {
+  return member("Egress", value);
+}
+py::object to_python(Capability value) {
+  return member("Capability", value);
+}
+py::object to_python(OsFamily value) {
+  return member("OsFamily", value);
+}
+py::object to_python(SourceIntegrity value) {
+  return member("SourceIntegrity", value);
+}
+py::object to_python(Identity value) {
+  return member("Identity", value);
+}
+py::object to_python(EntryKind value) {
+  return member("EntryKind", value);
+}
+py::object to_python(OutputDisposition value) {
+  return member("OutputDisposition", value);
+}
+py::object to_python(NameNormalization value) {
+  return member("NameNormalization", value);
+}
+py::object to_python(SignalOutcome value) {
+  return member("SignalOutcome", value);
+}
+py::object to_python(SignalReach value) {
+  return member("SignalReach", value);
+}
 
 std::string enum_text(py::handle value, std::string_view what) {
   // StrEnum members are str instances whose str() is their value.
@@ -79,12 +103,18 @@ json::Json to_json_value(py::handle value, const std::string& where) {
 
 py::object from_json_value(const json::Json& value) {
   switch (value.type()) {
-    case json::Json::value_t::null: return py::none();
-    case json::Json::value_t::boolean: return py::bool_(value.get<bool>());
-    case json::Json::value_t::number_integer: return py::int_(value.get<std::int64_t>());
-    case json::Json::value_t::number_unsigned: return py::int_(value.get<std::uint64_t>());
-    case json::Json::value_t::number_float: return py::float_(value.get<double>());
-    case json::Json::value_t::string: return py::str(value.get<std::string>());
+    case json::Json::value_t::null:
+      return py::none();
+    case json::Json::value_t::boolean:
+      return py::bool_(value.get<bool>());
+    case json::Json::value_t::number_integer:
+      return py::int_(value.get<std::int64_t>());
+    case json::Json::value_t::number_unsigned:
+      return py::int_(value.get<std::uint64_t>());
+    case json::Json::value_t::number_float:
+      return py::float_(value.get<double>());
+    case json::Json::value_t::string:
+      return py::str(value.get<std::string>());
     case json::Json::value_t::array: {
       py::list out;
       for (const auto& item : value) out.append(from_json_value(item));
@@ -95,7 +125,8 @@ py::object from_json_value(const json::Json& value) {
       for (const auto& [key, item] : value.items()) out[py::str(key)] = from_json_value(item);
       return out;
     }
-    default: return py::none();
+    default:
+      return py::none();
   }
 }
 
@@ -106,7 +137,8 @@ Milliseconds seconds_to_milliseconds(py::handle seconds, std::string_view what) 
   }
   const double value = seconds.cast<double>();
   if (!std::isfinite(value) || value <= 0) {
-    throw InvalidArgument(std::string(what) + ": must be a finite positive number of seconds, got " +
+    throw InvalidArgument(std::string(what) +
+                              ": must be a finite positive number of seconds, got " +
                               std::string(py::str(seconds)),
                           std::string(what));
   }

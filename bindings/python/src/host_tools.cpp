@@ -82,10 +82,10 @@ void bind_host_tools(py::module_& module) {
              if (!sink.is_none() && !py::isinstance<py::str>(sink)) {
                throw py::type_error("sink: expected a str or None");
              }
-             return HostToolDeclaration(optional_source(source),
-                                        sink.is_none() ? std::nullopt
-                                                       : std::optional(sink.cast<std::string>()),
-                                        optional_identity(identity));
+             return HostToolDeclaration(
+                 optional_source(source),
+                 sink.is_none() ? std::nullopt : std::optional(sink.cast<std::string>()),
+                 optional_identity(identity));
            }),
            py::kw_only(), py::arg("source"), py::arg("sink"), py::arg("identity"))
       .def_property_readonly("source",
@@ -100,7 +100,8 @@ void bind_host_tools(py::module_& module) {
         return "HostToolDeclaration(source=" +
                text(d.source ? std::optional(std::string(to_string(*d.source))) : std::nullopt) +
                ", sink=" + text(d.sink) + ", identity=" +
-               text(d.identity ? std::optional(std::string(to_string(*d.identity))) : std::nullopt) +
+               text(d.identity ? std::optional(std::string(to_string(*d.identity)))
+                               : std::nullopt) +
                ")";
       });
 
@@ -110,13 +111,14 @@ void bind_host_tools(py::module_& module) {
       .def_property_readonly("refusal", [](const DispatchResult& r) { return r.refusal; })
       .def_property_readonly("ok", &DispatchResult::ok)
       .def("__repr__", [](const DispatchResult& r) {
-        return r.ok() ? "DispatchResult(value_json=" + std::string(py::repr(py::str(*r.value_json))) + ")"
-                      : "DispatchResult(refusal=" + std::string(py::repr(py::str(*r.refusal))) + ")";
+        return r.ok()
+                   ? "DispatchResult(value_json=" + std::string(py::repr(py::str(*r.value_json))) +
+                         ")"
+                   : "DispatchResult(refusal=" + std::string(py::repr(py::str(*r.refusal))) + ")";
       });
 
   py::class_<HostToolRegistry, std::shared_ptr<HostToolRegistry>>(
-      module, "_HostToolRegistry",
-      "The registry's C++ core; use airlock.HostToolRegistry.")
+      module, "_HostToolRegistry", "The registry's C++ core; use airlock.HostToolRegistry.")
       .def(py::init([](bool require_declared, py::handle allowed_identities,
                        py::handle max_dispatches_per_run, TransferLimits response_limits) {
              if (py::isinstance<py::bool_>(max_dispatches_per_run) ||
@@ -129,11 +131,11 @@ void bind_host_tools(py::module_& module) {
              }
              HostToolRegistryOptions options;
              options.require_declared = require_declared;
-             options.allowed_identities = enum_set<Identity>(
-                 allowed_identities, "allowed_identities",
-                 [](const std::string& text, std::string_view what) {
-                   return parse_identity(text, what);
-                 });
+             options.allowed_identities =
+                 enum_set<Identity>(allowed_identities, "allowed_identities",
+                                    [](const std::string& text, std::string_view what) {
+                                      return parse_identity(text, what);
+                                    });
              options.max_dispatches_per_run = max_dispatches_per_run.cast<std::uint64_t>();
              options.response_limits = response_limits;
              return std::make_shared<HostToolRegistry>(std::move(options));
@@ -208,9 +210,8 @@ void bind_host_tools(py::module_& module) {
           } else if (*channel == "files") {
             options.channel = HostToolChannel::files;
           } else {
-            throw InvalidArgument("channel: unknown value \"" + *channel +
-                                      "\"; allowed: files, socket",
-                                  "channel");
+            throw InvalidArgument(
+                "channel: unknown value \"" + *channel + "\"; allowed: files, socket", "channel");
           }
         }
         const GuestRunLayout layout = guest_run_layout(run_directory);
@@ -232,10 +233,11 @@ void bind_host_tools(py::module_& module) {
           ExecOptions make_work;
           make_work.working_directory = "/";
           make_work.timeout = std::chrono::seconds(30);
-          const ExecResult made = sandbox.exec(Command::argv({"mkdir", "-p", layout.work}), make_work);
+          const ExecResult made =
+              sandbox.exec(Command::argv({"mkdir", "-p", layout.work}), make_work);
           if (made.exit_code != 0) {
-            throw SystemError("could not create the run's work directory: " + made.stderr_text(),
-                              0, layout.work);
+            throw SystemError("could not create the run's work directory: " + made.stderr_text(), 0,
+                              layout.work);
           }
           sandbox.write_file(layout.program, code, layout.directory);
           sandbox.write_file(layout.shim, host_tool_shim(registry->names(), options.timeout),

@@ -1,11 +1,12 @@
 // Declared outputs and sinks. A sink is either ours (make_file_system_sink: a guarantee that
 // nothing lands outside its root) or a Python callable; a Python sink is called with the GIL
 // taken on whatever thread collects, and its exception propagates unchanged.
+#include "airlock/outputs.hpp"
+
 #include <pybind11/stl.h>
 
 #include <filesystem>
 
-#include "airlock/outputs.hpp"
 #include "airlock/sinks.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
@@ -89,8 +90,9 @@ void bind_outputs(py::module_& module) {
       "Pull the spec's declared outputs (and call-time ones) out under caps and land them: "
       "nothing is delivered until everything is validated, stat-ed, capped and read.");
 
-  module.def("validate_artifact_name", [](const std::string& name) { validate_artifact_name(name); },
-             py::arg("name"));
+  module.def(
+      "validate_artifact_name", [](const std::string& name) { validate_artifact_name(name); },
+      py::arg("name"));
   module.def("nfc_compose", &nfc_compose, py::arg("name"));
   module.def("artifact_collision_key", &artifact_collision_key, py::arg("name"));
   module.def("portable_name", &portable_name, py::arg("name"));

@@ -2,10 +2,11 @@
 // attributes, no setters) except ScopeDisposal, which the router fills in after a block — as in
 // the seeds. A SandboxSpec is built from keywords through the same strict JSON parser the CLI and
 // the daemon use, so every field is validated once, in one place, with the field's path named.
+#include "airlock/records.hpp"
+
 #include <pybind11/stl.h>
 
 #include "airlock/json.hpp"
-#include "airlock/records.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "records.hpp"
@@ -24,7 +25,9 @@ py::list member_values() {
   return values;
 }
 
-std::string quoted(const std::string& text) { return std::string(py::repr(py::str(text))); }
+std::string quoted(const std::string& text) {
+  return std::string(py::repr(py::str(text)));
+}
 
 template <typename T>
 std::string optional_repr(const std::optional<T>& value) {
@@ -81,7 +84,9 @@ SandboxKey key_from_python(py::handle value) {
   throw py::type_error("expected a SandboxKey or a (scope, thread_id, agent_dir) tuple");
 }
 
-py::object exec_result_to_python(ExecResult result) { return py::cast(std::move(result)); }
+py::object exec_result_to_python(ExecResult result) {
+  return py::cast(std::move(result));
+}
 
 void bind_vocabulary(py::module_& module) {
   module.def("_vocabulary", [] {
@@ -131,7 +136,8 @@ void bind_records(py::module_& module) {
            [](const SandboxKey& key) {
              return py::hash(py::make_tuple(key.scope, key.thread_id, key.agent_dir));
            })
-      .def("_airlock_json", [](const SandboxKey& key) { return from_json_value(json::to_json(key)); })
+      .def("_airlock_json",
+           [](const SandboxKey& key) { return from_json_value(json::to_json(key)); })
       .def("__repr__", [](const SandboxKey& key) {
         return "SandboxKey(scope=" + quoted(key.scope) + ", thread_id=" + quoted(key.thread_id) +
                ", agent_dir=" + quoted(key.agent_dir) + ")";
@@ -166,7 +172,8 @@ void bind_records(py::module_& module) {
       .def_property_readonly("files_in", [](const SandboxLimits& l) { return l.files_in; })
       .def_property_readonly("files_out", [](const SandboxLimits& l) { return l.files_out; })
       .def("__eq__", [](const SandboxLimits& a, const SandboxLimits& b) { return a == b; })
-      .def("_airlock_json", [](const SandboxLimits& l) { return from_json_value(json::to_json(l)); })
+      .def("_airlock_json",
+           [](const SandboxLimits& l) { return from_json_value(json::to_json(l)); })
       .def("__repr__", [](const SandboxLimits& l) {
         return "SandboxLimits(files_in=" + transfer_limits_repr(l.files_in) +
                ", files_out=" + transfer_limits_repr(l.files_out) + ")";
@@ -195,12 +202,14 @@ void bind_records(py::module_& module) {
       .def_property_readonly("name", [](const DeclaredOutput& o) { return o.name; })
       .def_property_readonly("delivered_name", &DeclaredOutput::delivered_name)
       .def("__eq__", [](const DeclaredOutput& a, const DeclaredOutput& b) { return a == b; })
-      .def("_airlock_json", [](const DeclaredOutput& o) { return from_json_value(json::to_json(o)); })
+      .def("_airlock_json",
+           [](const DeclaredOutput& o) { return from_json_value(json::to_json(o)); })
       .def("__repr__", [](const DeclaredOutput& o) {
         return "DeclaredOutput(path=" + quoted(o.path) + ", disposition='" +
-               std::string(to_string(o.disposition)) + "', media_type=" +
-               optional_repr(o.media_type) + ", required=" + (o.required ? "True" : "False") +
-               ", name=" + optional_repr(o.name) + ")";
+               std::string(to_string(o.disposition)) +
+               "', media_type=" + optional_repr(o.media_type) +
+               ", required=" + (o.required ? "True" : "False") + ", name=" + optional_repr(o.name) +
+               ")";
       });
 
   py::class_<SandboxSpec>(module, "SandboxSpec",
@@ -230,10 +239,12 @@ void bind_records(py::module_& module) {
       .def_property_readonly("kind", &SandboxSpec::kind)
       .def_property_readonly("image", &SandboxSpec::image)
       .def_property_readonly("image_id", &SandboxSpec::image_id)
-      .def_property_readonly("egress_allow",
-                             [](const SandboxSpec& s) { return py::tuple(py::cast(s.egress_allow())); })
+      .def_property_readonly(
+          "egress_allow",
+          [](const SandboxSpec& s) { return py::tuple(py::cast(s.egress_allow())); })
       .def_property_readonly("work_dir", &SandboxSpec::work_dir)
-      .def_property_readonly("labels", [](const SandboxSpec& s) { return py::dict(py::cast(s.labels())); })
+      .def_property_readonly("labels",
+                             [](const SandboxSpec& s) { return py::dict(py::cast(s.labels())); })
       .def_property_readonly(
           "requires", [](const SandboxSpec& s) { return to_python(s.required_capabilities()); })
       .def_property_readonly("min_isolation",
@@ -259,10 +270,8 @@ void bind_records(py::module_& module) {
           "resources",
           [](const SandboxSpec& s) { return from_json_value(json::to_json(s)["resources"]); })
       .def("egress_posture", &SandboxSpec::egress_posture)
-      .def("__eq__",
-           [](const SandboxSpec& a, const SandboxSpec& b) {
-             return json::to_json(a) == json::to_json(b);
-           })
+      .def("__eq__", [](const SandboxSpec& a,
+                        const SandboxSpec& b) { return json::to_json(a) == json::to_json(b); })
       .def("__repr__", [](const SandboxSpec& s) {
         std::string out = "SandboxSpec(";
         bool first = true;
@@ -280,9 +289,8 @@ void bind_records(py::module_& module) {
       .def_property_readonly("size_bytes", [](const SandboxEntry& e) { return e.size_bytes; })
       .def("__eq__", [](const SandboxEntry& a, const SandboxEntry& b) { return a == b; })
       .def("__repr__", [](const SandboxEntry& e) {
-        return "SandboxEntry(path=" + quoted(e.path) + ", kind='" +
-               std::string(to_string(e.kind)) + "', size_bytes=" + optional_repr(e.size_bytes) +
-               ")";
+        return "SandboxEntry(path=" + quoted(e.path) + ", kind='" + std::string(to_string(e.kind)) +
+               "', size_bytes=" + optional_repr(e.size_bytes) + ")";
       });
 
   py::class_<ExecResult>(module, "ExecResult",
@@ -298,8 +306,8 @@ void bind_records(py::module_& module) {
       .def_property_readonly("term_signal", [](const ExecResult& r) { return r.term_signal; })
       .def_property_readonly("truncated", [](const ExecResult& r) { return r.truncated; })
       .def("__repr__", [](const ExecResult& r) {
-        return "ExecResult(exit_code=" + std::to_string(r.exit_code) + ", stdout=" +
-               quoted(r.stdout_text()) + ", stderr=" + quoted(r.stderr_text()) +
+        return "ExecResult(exit_code=" + std::to_string(r.exit_code) +
+               ", stdout=" + quoted(r.stdout_text()) + ", stderr=" + quoted(r.stderr_text()) +
                (r.truncated ? ", truncated=True" : "") + ")";
       });
 

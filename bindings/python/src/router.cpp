@@ -1,10 +1,11 @@
 // The router, built from the same configuration document as the CLI and the daemon
 // (backend_factory.hpp): {"backends": [{"type": "linux", …}], "min_isolation": "container", …}.
+#include "airlock/router.hpp"
+
 #include <pybind11/stl.h>
 
 #include "airlock/backend_factory.hpp"
 #include "airlock/json.hpp"
-#include "airlock/router.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "records.hpp"
@@ -44,10 +45,9 @@ void bind_router(py::module_& module) {
                                if (!router.enabled()) return std::nullopt;
                                return router.backend()->name();
                              })
-      .def_property_readonly("min_isolation",
-                             [](const SandboxRouter& router) {
-                               return to_python(router.options().min_isolation);
-                             })
+      .def_property_readonly(
+          "min_isolation",
+          [](const SandboxRouter& router) { return to_python(router.options().min_isolation); })
       .def(
           "describe_backends",
           [](const SandboxRouter& router) {
@@ -95,9 +95,9 @@ void bind_router(py::module_& module) {
              std::optional<std::string> instance_id) {
             const SandboxKey parsed = key_from_python(key);
             py::gil_scoped_release release;
-            return router.dispose_kind(parsed, kind,
-                                       instance_id ? std::optional<std::string_view>(*instance_id)
-                                                   : std::nullopt);
+            return router.dispose_kind(
+                parsed, kind,
+                instance_id ? std::optional<std::string_view>(*instance_id) : std::nullopt);
           },
           py::arg("key"), py::arg("kind"), py::arg("instance_id") = py::none())
       .def(

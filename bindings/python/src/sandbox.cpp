@@ -1,11 +1,12 @@
 // The sandbox handle. Every method converts its arguments while holding the GIL, then releases
 // it for the operation itself, and converts the result back with the GIL held again — so Python
 // threads and event loops keep running while a guest command does.
+#include "airlock/sandbox.hpp"
+
 #include <pybind11/stl.h>
 
 #include <stop_token>
 
-#include "airlock/sandbox.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "sandbox.hpp"
@@ -44,9 +45,8 @@ std::uint64_t positive_count(py::handle value, const char* what) {
     throw py::type_error(std::string(what) + ": expected an int");
   }
   if (py::reinterpret_borrow<py::int_>(value) < py::int_(1)) {
-    throw InvalidArgument(std::string(what) + ": must be at least 1, got " +
-                              std::string(py::str(value)),
-                          what);
+    throw InvalidArgument(
+        std::string(what) + ": must be at least 1, got " + std::string(py::str(value)), what);
   }
   return value.cast<std::uint64_t>();
 }
@@ -96,7 +96,8 @@ void bind_sandbox(py::module_& module) {
             options.overflow = truncate ? OutputOverflow::truncate : OutputOverflow::refuse;
             if (!stdin_data.is_none()) options.stdin_bytes = bytes_or_text(stdin_data, "stdin");
             if (environment) {
-              for (auto& [name, value] : *environment) options.environment.emplace_back(name, value);
+              for (auto& [name, value] : *environment)
+                options.environment.emplace_back(name, value);
             }
             if (stop != nullptr) options.stop = stop->get_token();
             ExecResult result;
@@ -106,10 +107,10 @@ void bind_sandbox(py::module_& module) {
             }
             return result;
           },
-          py::arg("command"), py::kw_only(), py::arg("working_directory"),
-          py::arg("timeout") = 60, py::arg("max_output_bytes") = py::none(),
-          py::arg("truncate") = false, py::arg("stdin") = py::none(),
-          py::arg("environment") = py::none(), py::arg("stop") = nullptr,
+          py::arg("command"), py::kw_only(), py::arg("working_directory"), py::arg("timeout") = 60,
+          py::arg("max_output_bytes") = py::none(), py::arg("truncate") = false,
+          py::arg("stdin") = py::none(), py::arg("environment") = py::none(),
+          py::arg("stop") = nullptr,
           "Run an argv (list of str, never through a shell) or a shell line (str). "
           "SandboxTimeout (a TimeoutError) means exactly that `timeout` seconds passed, or that "
           "`stop` (a StopSource) was requested: the command's process group is then killed.")

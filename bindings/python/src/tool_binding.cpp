@@ -8,12 +8,13 @@
 // The tool's body may be a Python callable `body(call, arguments) -> str`. `call` is valid only
 // during that invocation: it refers to C++ state that ends with the call, so after the body
 // returns every method raises RuntimeError instead of touching freed memory.
+#include "airlock/tool_binding.hpp"
+
 #include <pybind11/stl.h>
 
 #include <stdexcept>
 
 #include "airlock/kinds/codeact.hpp"
-#include "airlock/tool_binding.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "host_tools.hpp"
@@ -90,9 +91,9 @@ std::function<void(const ReclaimFailure&)> reclaim_hook(py::object hook) {
 ApprovalMode approval_mode(const std::string& text) {
   if (text == "never_require") return ApprovalMode::never_require;
   if (text == "always_require") return ApprovalMode::always_require;
-  throw InvalidArgument("approval_mode: unknown value \"" + text +
-                            "\"; allowed: never_require, always_require",
-                        "approval_mode");
+  throw InvalidArgument(
+      "approval_mode: unknown value \"" + text + "\"; allowed: never_require, always_require",
+      "approval_mode");
 }
 
 // The Python face of one call; invalidated when the call ends.
@@ -139,8 +140,8 @@ codeact::Outputs codeact_outputs(const std::string& text) {
   if (text == "none") return codeact::Outputs::none;
   if (text == "declared") return codeact::Outputs::declared;
   if (text == "manifest") return codeact::Outputs::manifest;
-  throw InvalidArgument("outputs: unknown value \"" + text + "\"; allowed: declared, manifest, none",
-                        "outputs");
+  throw InvalidArgument(
+      "outputs: unknown value \"" + text + "\"; allowed: declared, manifest, none", "outputs");
 }
 
 codeact::SpecOptions codeact_spec_options(const py::dict& options) {
@@ -186,18 +187,19 @@ void bind_tool_binding(py::module_& module) {
   py::class_<ToolCallHandle, std::shared_ptr<ToolCallHandle>>(
       module, "SandboxToolCall",
       "One call of a sandboxed tool, handed to its body; valid only during that call.")
-      .def("key",
-           [](const ToolCallHandle& handle) -> py::object {
-             auto& call = handle.get();
-             std::variant<SandboxKey, std::string> key;
-             {
-               py::gil_scoped_release release;
-               key = call.key();
-             }
-             if (auto* refusal = std::get_if<std::string>(&key)) return py::str(*refusal);
-             return py::cast(std::get<SandboxKey>(key));
-           },
-           "The host's key for this call, or the fixed refusal sentence (a str).")
+      .def(
+          "key",
+          [](const ToolCallHandle& handle) -> py::object {
+            auto& call = handle.get();
+            std::variant<SandboxKey, std::string> key;
+            {
+              py::gil_scoped_release release;
+              key = call.key();
+            }
+            if (auto* refusal = std::get_if<std::string>(&key)) return py::str(*refusal);
+            return py::cast(std::get<SandboxKey>(key));
+          },
+          "The host's key for this call, or the fixed refusal sentence (a str).")
       .def(
           "acquire",
           [](const ToolCallHandle& handle, const SandboxKey& key) -> py::object {
@@ -228,7 +230,8 @@ void bind_tool_binding(py::module_& module) {
             return py::cast(std::get<std::vector<std::string>>(listing));
           },
           py::arg("store"))
-      .def_property_readonly("spec", [](const ToolCallHandle& handle) { return handle.get().spec(); })
+      .def_property_readonly("spec",
+                             [](const ToolCallHandle& handle) { return handle.get().spec(); })
       .def_property_readonly("tool_name",
                              [](const ToolCallHandle& handle) { return handle.get().tool_name(); });
 
@@ -238,7 +241,8 @@ void bind_tool_binding(py::module_& module) {
       "invoke() never raises for anything the workload did: the result is the text the model "
       "sees.")
       .def_property_readonly("name", [](const PythonTool& t) { return t.tool.name(); })
-      .def_property_readonly("description", [](const PythonTool& t) { return t.tool.description(); })
+      .def_property_readonly("description",
+                             [](const PythonTool& t) { return t.tool.description(); })
       .def_property_readonly("approval_mode",
                              [](const PythonTool& t) {
                                return t.tool.approval_mode() == ApprovalMode::always_require
@@ -246,9 +250,10 @@ void bind_tool_binding(py::module_& module) {
                                           : "never_require";
                              })
       .def_property_readonly("spec", [](const PythonTool& t) { return t.tool.spec(); })
-      .def("declarations",
-           [](const PythonTool& t) { return from_json_value(t.tool.declarations()); },
-           "The information-flow declarations, as a dict for the host framework's policy.")
+      .def(
+          "declarations",
+          [](const PythonTool& t) { return from_json_value(t.tool.declarations()); },
+          "The information-flow declarations, as a dict for the host framework's policy.")
       .def(
           "invoke",
           [](const PythonTool& t, py::handle arguments) {
