@@ -50,7 +50,8 @@ def test_missing_capability_is_a_functionality_refusal(testing_router):
 
 def test_spec_may_raise_the_floor_but_never_lower_it(testing_router):
     decision = testing_router.ensure_can_serve(airlock.SandboxSpec(kind="k"))
-    assert decision["backend"] == "in-process" or decision["backend"]
+    assert decision["backend"] == "in-process"
+    assert decision["backend_isolation"] == "container"
     with pytest.raises(airlock.SandboxBackendNotPermitted):
         testing_router.ensure_can_serve(
             airlock.SandboxSpec(kind="k", min_isolation=airlock.Isolation.MICROVM))
