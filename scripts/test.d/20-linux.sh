@@ -30,6 +30,9 @@ run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
 job=$(cd "$AIRLOCK_SOURCE_DIR" && AIRLOCK_STATE_DIR="$state" scripts/run-main-job "$AIRLOCK_BUILD_DIR" 2>&1) \
   || fail "the main job: $job"
 grep -q '"network": "unreachable' <<<"$job" || fail "the main job reached the network: $job"
+grep -q '"rates_from": "host tool lookup_rate (demo)"' <<<"$job" \
+  || fail "the main job's artifact did not land with the host tool's answers: $job"
+grep -q 'landed report.json at ' <<<"$job" || fail "the main job did not say where it landed: $job"
 
 # Durable state: a kept sandbox is listed, and purge removes it.
 run --keep --scope e2e --thread one -- true

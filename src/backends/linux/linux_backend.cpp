@@ -195,8 +195,9 @@ void LinuxBackend::standby_loop() {
 }
 
 std::optional<CapabilitySet> LinuxBackend::capabilities() const {
-  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
-                       Capability::files_out, Capability::files_list, Capability::files_delete};
+  return CapabilitySet{Capability::exec,       Capability::run_code,   Capability::files_in,
+                       Capability::files_out,  Capability::files_list, Capability::files_delete,
+                       Capability::host_tools};
 }
 
 const std::string& LinuxBackend::seccomp_filter() {
@@ -326,7 +327,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
                               "doubled or trailing slashes)",
                           "work_dir");
   }
-  for (const char* reserved : {"/proc", "/sys", "/dev"}) {
+  for (const char* reserved : {"/proc", "/sys", "/dev", kHostToolsGuestDir}) {
     if (work_dir == reserved || work_dir.rfind(std::string(reserved) + "/", 0) == 0) {
       throw InvalidArgument("work_dir '" + work_dir + "' is inside " + reserved +
                                 ", which the sandbox provides itself",
@@ -399,6 +400,9 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
         }
       }
     }
+    // Where host-tool runs put their listening sockets (see LinuxSandbox::socket_channel).
+    config.host_tools_dir = (directory / "host-tools").string();
+    make_directory(config.host_tools_dir, 0755);
     if (spec.egress() == Egress::allowlist) {
       config.flags |= kEgressBridge;
       config.egress_dir = (directory / "egress").string();

@@ -1,10 +1,14 @@
 #include "backends/linux/linux_sandbox.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 #include <algorithm>
 
 #include "airlock/errors.hpp"
+#include "backends/linux/spawn_config.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -35,11 +39,10 @@ std::vector<std::string> with_overrides(
                             "environment");
     }
     const std::string prefix = name + "=";
-    environment.erase(std::remove_if(environment.begin(), environment.end(),
-                                     [&](const std::string& entry) {
-                                       return entry.rfind(prefix, 0) == 0;
-                                     }),
-                      environment.end());
+    environment.erase(
+        std::remove_if(environment.begin(), environment.end(),
+                       [&](const std::string& entry) { return entry.rfind(prefix, 0) == 0; }),
+        environment.end());
     environment.push_back(prefix + value);
   }
   return environment;
@@ -55,12 +58,15 @@ LinuxSandbox::LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, Rec
       key_(std::move(key)),
       channel_(socket_path),
       init_pidfd_(std::move(init_pidfd)),
-      environment_(base_environment(record_)) {}
+      environment_(base_environment(record_)),
+      state_directory_(socket_path.parent_path()) {}
 
 bool LinuxSandbox::is_live() const noexcept {
   if (disposed_.load()) return false;
   if (!init_pidfd_) return false;
-  struct pollfd exited {init_pidfd_.get(), POLLIN, 0};
+  struct pollfd exited {
+    init_pidfd_.get(), POLLIN, 0
+  };
   return ::poll(&exited, 1, 0) == 0;
 }
 
@@ -68,6 +74,7 @@ void LinuxSandbox::mark_disposed() noexcept {
   disposed_.store(true);
   std::lock_guard lock(root_mutex_);
   root_.reset();
+  host_tools_.reset();
 }
 
 void LinuxSandbox::refuse_when_gone() const {
@@ -108,6 +115,30 @@ std::vector<SandboxEntry> LinuxSandbox::list_dir(std::string_view path,
 void LinuxSandbox::remove(std::string_view path, std::string_view working_directory,
                           bool recursive) {
   plane().remove(path, working_directory, recursive);
+}
+
+std::optional<Sandbox::SocketChannel> LinuxSandbox::socket_channel() {
+  refuse_when_gone();
+  const std::filesystem::path directory = state_directory_ / "host-tools";
+  std::lock_guard lock(root_mutex_);
+  if (!host_tools_) {
+    // Opened without following a link: the directory is the backend's own, never the guest's.
+    host_tools_.reset(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!host_tools_) {
+      if (errno == ENOENT) return std::nullopt;  // created before the channel existed
+      throw SystemError("the sandbox's host-tools directory could not be opened", errno);
+    }
+  }
+  // Room for the run's socket name ("tools-<token>.sock") and the separator.
+  constexpr std::size_t kNameRoom = 40;
+  SocketChannel channel;
+  channel.guest_directory = kHostToolsGuestDir;
+  if (directory.string().size() + kNameRoom < sizeof(sockaddr_un::sun_path)) {
+    channel.host_directory = directory.string();
+  } else {
+    channel.host_directory = "/proc/self/fd/" + std::to_string(host_tools_.get());
+  }
+  return channel;
 }
 
 ExecResult LinuxSandbox::exec(const Command& command, const ExecOptions& options) {

@@ -36,6 +36,11 @@ class LinuxSandbox final : public Sandbox {
   std::vector<SandboxEntry> list_dir(std::string_view path,
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+  // The sandbox's host-tools directory, read-only in the guest at /run/airlock-host-tools. When
+  // its host path leaves too little room for a socket name in sun_path (108 bytes), the host
+  // side is named through a descriptor this handle holds (/proc/self/fd/N): valid in this
+  // process, while the handle lives. nullopt for a sandbox created without one.
+  std::optional<SocketChannel> socket_channel() override;
 
   // ---- for the backend (and tests) ----
   const RecordFile& record() const noexcept { return record_; }
@@ -55,8 +60,10 @@ class LinuxSandbox final : public Sandbox {
   ControlChannel channel_;
   UniqueFd init_pidfd_;
   std::vector<std::string> environment_;
+  std::filesystem::path state_directory_;
   mutable std::mutex root_mutex_;
   mutable UniqueFd root_;
+  UniqueFd host_tools_;  // guarded by root_mutex_
   std::atomic<bool> disposed_{false};
 };
 

@@ -17,6 +17,7 @@ std::string encode_spawn_config(const SpawnConfig& config) {
   writer.bytes(config.guest_work_dir);
   writer.strings(config.hidden_paths);
   writer.bytes(config.egress_dir);
+  writer.bytes(config.host_tools_dir);
   writer.u32(config.uid_base);
   writer.u32(config.gid_base);
   writer.u32(config.id_count);
@@ -47,6 +48,7 @@ bool decode_spawn_config(const std::string& bytes, SpawnConfig& config) {
   config.guest_work_dir = reader.bytes();
   config.hidden_paths = reader.strings(256);
   config.egress_dir = reader.bytes();
+  config.host_tools_dir = reader.bytes();
   config.uid_base = reader.u32();
   config.gid_base = reader.u32();
   config.id_count = reader.u32();

@@ -22,9 +22,16 @@ inline constexpr int kImagePinFd = 6;
 enum class RootKind : std::uint32_t { host = 1, directory = 2 };
 
 // SpawnConfig flags.
-inline constexpr std::uint32_t kEgressBridge = 1u << 0;  // 127.0.0.1:3128 → /run/airlock/egress.sock
+inline constexpr std::uint32_t kEgressBridge = 1u
+                                               << 0;  // 127.0.0.1:3128 → /run/airlock/egress.sock
 inline constexpr std::uint32_t kHasImagePin = 1u << 1;
-inline constexpr std::uint32_t kMapFullRange = 1u << 2;  // as root: guest 0..65535 → base..; else 0 → own uid
+inline constexpr std::uint32_t kMapFullRange =
+    1u << 2;  // as root: guest 0..65535 → base..; else 0 → own uid
+
+// Where a sandbox sees its host-tool socket directory (read-only: connecting to a unix socket
+// needs write permission on the socket, not on its directory or mount). Outside /run/airlock so
+// it never sits inside the egress bridge's bound directory.
+inline constexpr const char* kHostToolsGuestDir = "/run/airlock-host-tools";
 
 struct ResourceLimit {
   std::uint32_t resource = 0;  // RLIMIT_*
@@ -38,14 +45,15 @@ struct SpawnConfig {
 
   // The root filesystem (host paths, all created by the library).
   RootKind root_kind = RootKind::host;
-  std::string root_mount;        // an empty directory that becomes the sandbox's "/"
-  std::string lower_dir;         // directory image: the rootfs (read-only lower layer)
-  std::string upper_dir;         // directory image: overlay upper (the sandbox's writes)
-  std::string overlay_work_dir;  // directory image: overlay workdir
-  std::string work_storage;      // host image: the directory bound at the guest work dir
-  std::string guest_work_dir;    // the spec's work_dir (guest path)
+  std::string root_mount;                 // an empty directory that becomes the sandbox's "/"
+  std::string lower_dir;                  // directory image: the rootfs (read-only lower layer)
+  std::string upper_dir;                  // directory image: overlay upper (the sandbox's writes)
+  std::string overlay_work_dir;           // directory image: overlay workdir
+  std::string work_storage;               // host image: the directory bound at the guest work dir
+  std::string guest_work_dir;             // the spec's work_dir (guest path)
   std::vector<std::string> hidden_paths;  // host paths covered by an empty read-only tmpfs
-  std::string egress_dir;        // bound at /run/airlock when kEgressBridge
+  std::string egress_dir;                 // bound at /run/airlock when kEgressBridge
+  std::string host_tools_dir;             // bound read-only at kHostToolsGuestDir when not empty
 
   // Identity mapping: guest uid/gid 0 is host `uid_base` (root: a range of `id_count`).
   std::uint32_t uid_base = 0;
@@ -73,9 +81,9 @@ bool decode_spawn_config(const std::string& bytes, SpawnConfig& config);
 enum class StatusKind : std::uint32_t { init_pid = 1, ready = 2, failure = 3 };
 struct Status {
   StatusKind kind = StatusKind::failure;
-  std::int64_t pid = 0;        // init_pid: the init's pid in the library's pid namespace
+  std::int64_t pid = 0;  // init_pid: the init's pid in the library's pid namespace
   std::int32_t error_number = 0;
-  std::string step;            // failure: which step failed ("bind /usr", "pivot_root", …)
+  std::string step;  // failure: which step failed ("bind /usr", "pivot_root", …)
 };
 std::string encode_status(const Status& status);
 bool decode_status(const std::string& bytes, Status& status);

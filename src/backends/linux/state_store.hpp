@@ -14,6 +14,8 @@
 //     <id>/work/                    image "host": the storage bound at the work dir
 //     <id>/overlay-upper/, overlay-work/   images: the sandbox's writes
 //     <id>/egress/                  allowlist: where the host's proxy puts egress.sock
+//     <id>/host-tools/              where host-tool runs listen (read-only in the guest at
+//                                   /run/airlock-host-tools)
 // <id> is sandbox_identity(key, kind, egress posture).
 #pragma once
 

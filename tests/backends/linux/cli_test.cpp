@@ -113,7 +113,8 @@ TEST_F(CliTest, FilesGoInAndComeOut) {
 TEST_F(CliTest, AnOutputCannotLandThroughALinkInTheOutputDirectory) {
   std::filesystem::create_directories(workspace_->path() / "landed");
   TemporaryDirectory elsewhere("airlock-cli-elsewhere");
-  std::filesystem::create_directory_symlink(elsewhere.path(), workspace_->path() / "landed" / "result");
+  std::filesystem::create_directory_symlink(elsewhere.path(),
+                                            workspace_->path() / "landed" / "result");
   const Outcome outcome = run({"--get", "result/answer.txt", "--out", "landed", "--shell", "--",
                                "mkdir -p result && echo x > result/answer.txt"});
   EXPECT_EQ(outcome.exit_code, 125) << outcome.err;
@@ -162,6 +163,68 @@ TEST_F(CliTest, KeptSandboxesAreListedAndPurged) {
   EXPECT_EQ(purged.exit_code, 0) << purged.err;
   EXPECT_EQ(purged.out, "removed 1 sandbox\n");
   EXPECT_TRUE(StateStore(state_->path()).ids().empty());
+}
+
+}  // namespace
+}  // namespace airlock::linux_backend::testing
+
+namespace airlock::linux_backend::testing {
+namespace {
+
+class CodeactCliTest : public CliTest {
+ protected:
+  Outcome codeact(const std::string& program, std::vector<std::string> extra) {
+    std::ofstream(workspace_->path() / "program.py") << program;
+    auto arguments = base("codeact");
+    arguments.insert(arguments.end(), {"program.py", "--min-isolation", "container", "--scope",
+                                       key_.scope, "--out", "landed"});
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return airlock_cli(arguments, workspace_->path().string());
+  }
+};
+
+TEST_F(CodeactCliTest, AProgramCallsTheDemoToolReadsASharedFileAndLandsAnOutput) {
+  std::ofstream(workspace_->path() / "amounts.txt") << "10\n20\n";
+  const Outcome outcome = codeact(
+      "import airlock_host_tools as tools\n"
+      "total = sum(float(line) for line in open('amounts.txt'))\n"
+      "rate = tools.lookup_rate(currency='USD')\n"
+      "open('total.txt', 'w').write('%.2f EUR' % (total * rate['rate']))\n"
+      "print('demo' if rate['demo'] else 'real', total)\n",
+      {"--demo-tool", "--file", "amounts.txt=amounts.txt", "--output", "total.txt"});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.out << outcome.err;
+  EXPECT_NE(outcome.out.find("stdout:\ndemo 30.0"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("Saved:\n- total.txt"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.err.find("backend 'linux' (container) serves kind 'codeact'"),
+            std::string::npos)
+      << outcome.err;
+  const auto landed = workspace_->path() / "landed" / "total.txt";
+  EXPECT_NE(outcome.err.find("landed total.txt at " + landed.string()), std::string::npos)
+      << outcome.err;
+  std::stringstream content;
+  content << std::ifstream(landed).rdbuf();
+  EXPECT_EQ(content.str(), "27.60 EUR");
+  // The sandbox was disposed after the call.
+  const Outcome listed = airlock_cli(base("ls"), workspace_->path().string());
+  EXPECT_EQ(listed.out.find("codeact"), std::string::npos) << listed.out;
+}
+
+TEST_F(CodeactCliTest, WithoutTheDemoToolTheProgramCannotReachOne) {
+  const Outcome outcome = codeact("import airlock_host_tools\n", {});
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.out << outcome.err;
+  EXPECT_NE(outcome.out.find("ModuleNotFoundError"), std::string::npos) << outcome.out;
+}
+
+TEST_F(CodeactCliTest, FailuresAndBadInputGetTheirExitCodes) {
+  EXPECT_EQ(codeact("import sys\nsys.exit(3)\n", {}).exit_code, 1);
+  EXPECT_EQ(codeact("import time\ntime.sleep(30)\n", {"--timeout", "1"}).exit_code, 124);
+  const Outcome missing = codeact("print(1)\n", {"--file", "x.csv=does-not-exist.csv"});
+  EXPECT_EQ(missing.exit_code, 125);
+  EXPECT_NE(missing.err.find("does-not-exist.csv"), std::string::npos) << missing.err;
+  const Outcome floor = airlock_cli({"codeact", "program.py", "--backend-config",
+                                     (workspace_->path() / "backends.json").string()},
+                                    workspace_->path().string());
+  EXPECT_EQ(floor.exit_code, 125) << "the default floor (microvm) must refuse linux";
 }
 
 }  // namespace

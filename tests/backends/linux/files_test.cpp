@@ -21,7 +21,9 @@ class FilesTest : public LinuxBackendTest {
     plant("mkdir -p " + kOutside + "/sub real && echo 'the guest must not reach this' > " +
           kOutside + "/secret.txt && echo leaf > " + kOutside + "/sub/leaf.txt && " +
           "echo 'a legitimate output' > real/inside.txt && echo 'not a directory' > plain.txt && "
-          "ln -s " + kOutside + " link-dir && ln -s " + kOutside + "/secret.txt link-file && "
+          "ln -s " +
+          kOutside + " link-dir && ln -s " + kOutside +
+          "/secret.txt link-file && "
           "ln -s /etc link-etc");
   }
   void TearDown() override {
@@ -32,7 +34,9 @@ class FilesTest : public LinuxBackendTest {
     const ExecResult result = sh(*sandbox_, line);
     ASSERT_EQ(result.exit_code, 0) << line << ": " << result.stderr_bytes;
   }
-  std::string guest_cat(const std::string& path) { return sh(*sandbox_, "cat " + path).stdout_bytes; }
+  std::string guest_cat(const std::string& path) {
+    return sh(*sandbox_, "cat " + path).stdout_bytes;
+  }
   bool guest_exists(const std::string& path) {
     return sh(*sandbox_, "test -e " + path + " -o -L " + path).exit_code == 0;
   }
@@ -41,7 +45,16 @@ class FilesTest : public LinuxBackendTest {
 };
 
 TEST_F(FilesTest, WriteLandsAndReadsBackExactly) {
-  std::string binary = "\xc3\xbc" "n" "\xc3\xaf" "c" "\xc3\xb6" "d" "\xc3\xa9" "\xe2\x86\x92" "payload";
+  std::string binary =
+      "\xc3\xbc"
+      "n"
+      "\xc3\xaf"
+      "c"
+      "\xc3\xb6"
+      "d"
+      "\xc3\xa9"
+      "\xe2\x86\x92"
+      "payload";
   for (int byte = 0; byte < 256; ++byte) binary.push_back(static_cast<char>(byte));
   sandbox_->write_file("real/written.bin", binary, kWork);
   EXPECT_EQ(sandbox_->read_file("real/written.bin", kWork, 1 << 20), binary);
@@ -59,9 +72,9 @@ TEST_F(FilesTest, WriteLandsAndReadsBackExactly) {
 TEST_F(FilesTest, WrittenFilesBelongToTheGuest) {
   sandbox_->write_file("deep/er/est/leaf.txt", "first", kWork);
   // The guest (root inside, an unprivileged uid outside) can change what the host put there.
-  EXPECT_EQ(sh(*sandbox_, "echo more >> deep/er/est/leaf.txt && rm -r deep/er && echo ok")
-                .stdout_bytes,
-            "ok\n");
+  EXPECT_EQ(
+      sh(*sandbox_, "echo more >> deep/er/est/leaf.txt && rm -r deep/er && echo ok").stdout_bytes,
+      "ok\n");
 }
 
 TEST_F(FilesTest, ASecondWriteReplaces) {
@@ -80,6 +93,20 @@ TEST_F(FilesTest, CannotWriteOutsideTheWorkingDirectory) {
   }
   EXPECT_FALSE(guest_exists(kOutside + "/planted.txt"));
   EXPECT_THROW(sandbox_->write_file("sub\\file.txt", "x", kWork), ConfinementError);
+}
+
+TEST_F(FilesTest, EveryMethodRefusesPathsOutsideTheWorkingDirectory) {
+  for (const std::string& path :
+       std::vector<std::string>{"../work-outside/secret.txt", kOutside + "/secret.txt",
+                                "real/../../work-outside/secret.txt", "/etc/passwd"}) {
+    EXPECT_THROW(sandbox_->stat_file(path, kWork), ConfinementError) << path;
+    EXPECT_THROW(sandbox_->read_file(path, kWork, 1 << 20), ConfinementError) << path;
+    EXPECT_THROW(sandbox_->remove(path, kWork, false), ConfinementError) << path;
+    EXPECT_THROW(sandbox_->remove(path, kWork, true), ConfinementError) << path;
+  }
+  EXPECT_THROW(sandbox_->list_dir("..", kWork), ConfinementError);
+  EXPECT_THROW(sandbox_->list_dir(kOutside, kWork), ConfinementError);
+  EXPECT_TRUE(guest_exists(kOutside + "/secret.txt"));
 }
 
 TEST_F(FilesTest, CannotWriteThroughALinkedParent) {
@@ -239,7 +266,7 @@ TEST_F(FilesTest, ALinkInsideARecursiveRemovalIsUnlinkedNotFollowed) {
 }
 
 TEST_F(FilesTest, RemovalRulesMatchTheProtocol) {
-  sandbox_->remove("never-existed.txt", kWork, false);       // a missing path is success
+  sandbox_->remove("never-existed.txt", kWork, false);  // a missing path is success
   sandbox_->remove("missing-dir/never.txt", kWork, true);
   plant("mkdir -p empty full && echo x > full/x");
   EXPECT_THROW(sandbox_->remove("empty", kWork, false), IsADirectory);
@@ -256,8 +283,10 @@ TEST_F(FilesTest, RemovalRulesMatchTheProtocol) {
 
 TEST_F(FilesTest, DeepTreesAreRemoved) {
   // Deeper than the descriptors the remover holds at once: deeper levels are re-opened by name.
-  plant("d=deep; for i in $(seq 1 120); do d=$d/l$i; done; mkdir -p $d && echo bottom > $d/f"
-        " && ln -s " + kOutside + " $d/escape");
+  plant(
+      "d=deep; for i in $(seq 1 120); do d=$d/l$i; done; mkdir -p $d && echo bottom > $d/f"
+      " && ln -s " +
+      kOutside + " $d/escape");
   sandbox_->remove("deep", kWork, true);
   EXPECT_FALSE(guest_exists("deep"));
   EXPECT_TRUE(guest_exists(kOutside + "/secret.txt"));
@@ -281,8 +310,11 @@ TEST_F(FilesTest, ReadOnlyPartsOfTheSandboxFailClearly) {
 std::string exchange_loop(const std::string& name) {
   return "python3 -c \"import ctypes, os\n"
          "libc = ctypes.CDLL(None, use_errno=True)\n"
-         "os.symlink('" + kOutside + "', '" + name + "-link')\n"
-         "while True: libc.renameat2(-100, b'" + name + "', -100, b'" + name + "-link', 2)\n\"";
+         "os.symlink('" +
+         kOutside + "', '" + name +
+         "-link')\n"
+         "while True: libc.renameat2(-100, b'" +
+         name + "', -100, b'" + name + "-link', 2)\n\"";
 }
 
 TEST_F(FilesTest, ALinkSwappedInDuringReadsNeverLeaksTheOutside) {

@@ -86,8 +86,7 @@ void track_all(LeakAudit& audit, const std::filesystem::path& state_dir) {
     if (auto record = store.read(id)) audit.track(*record);
   }
   std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(store.base() / "standby", error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(store.base() / "standby", error)) {
     if (entry.path().extension() != ".json") continue;
     std::stringstream text;
     text << std::ifstream(entry.path()).rdbuf();
@@ -207,7 +206,8 @@ TEST_F(LifecycleTest, ASigkilledHostLeavesSandboxesThatPurgeReclaims) {
 TEST_F(LifecycleTest, AHostKilledAtAnyStepLeavesNothingPurgeCannotReclaim) {
   std::mt19937 random{std::random_device{}()};
   for (int round = 0; round < 6; ++round) {
-    HostProcess churner({state_->path().string(), "churn", key_.scope + "-" + std::to_string(round)});
+    HostProcess churner(
+        {state_->path().string(), "churn", key_.scope + "-" + std::to_string(round)});
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::uniform_int_distribution<int>(20, 400)(random)));
     track_all(audit_, state_->path());
@@ -239,9 +239,8 @@ TEST_F(LifecycleTest, TheStandbyServesTheNextColdAcquireAndGoesWithItsBackend) {
   EXPECT_FALSE(std::filesystem::exists(standby_dir / (standby_id + ".json")))
       << "the claimed standby's record was kept";
   // A spec needing other cgroups (a CPU limit) does not take the standby's.
-  auto third = acquire(spec("third", [](SandboxSpec::Fields& fields) {
-    fields.resources.cpu_millis = 500;
-  }));
+  auto third = acquire(
+      spec("third", [](SandboxSpec::Fields& fields) { fields.resources.cpu_millis = 500; }));
   EXPECT_EQ(sh(*third, "echo direct").stdout_bytes, "direct\n");
   // The next standby, too, goes with the backend: nothing of it stays (the teardown audit).
   track_all(audit_, state_->path());
@@ -261,7 +260,9 @@ TEST_F(LifecycleTest, ADeadSandboxIsReplacedOnTheNextAcquire) {
   UniqueFd init = open_verified_init(record);
   ASSERT_TRUE(init);
   ASSERT_EQ(sys::pidfd_send_signal(init.get(), SIGKILL), 0);
-  struct pollfd exited {init.get(), POLLIN, 0};
+  struct pollfd exited {
+    init.get(), POLLIN, 0
+  };
   ASSERT_EQ(::poll(&exited, 1, 5000), 1);
   EXPECT_FALSE(first->is_live());
   auto second = acquire(spec("phoenix"));
@@ -299,9 +300,10 @@ TEST_F(LifecycleTest, DisposeRemovesEveryKindOfTheKeyOnly) {
 }
 
 TEST_F(LifecycleTest, RecordsCarryHashedLabelsOnly) {
-  SandboxKey secretive{"tenant:acme/conversation 42 with a very long identifier that exceeds "
-                       "sixty-three characters",
-                       "thread", "agent"};
+  SandboxKey secretive{
+      "tenant:acme/conversation 42 with a very long identifier that exceeds "
+      "sixty-three characters",
+      "thread", "agent"};
   auto sandbox = acquire(spec("labelled"), secretive);
   const auto listed = backend_->list_sandboxes();
   ASSERT_EQ(listed.size(), 1u);
@@ -316,30 +318,30 @@ TEST_F(LifecycleTest, RecordsCarryHashedLabelsOnly) {
 
 TEST_F(LifecycleTest, AFailedCreationLeavesNothing) {
   // A work dir that cannot exist under image "host": inside a read-only host directory.
-  EXPECT_THROW(acquire(spec("broken", [](SandboxSpec::Fields& fields) {
-                 fields.work_dir = "/usr/share/airlock-cannot-exist/work";
-               })),
+  EXPECT_THROW(acquire(spec("broken",
+                            [](SandboxSpec::Fields& fields) {
+                              fields.work_dir = "/usr/share/airlock-cannot-exist/work";
+                            })),
                InvalidArgument);
-  EXPECT_THROW(acquire(spec("broken-link", [](SandboxSpec::Fields& fields) {
-                 fields.work_dir = "/bin/work";  // /bin is a link on merged-/usr hosts
-               })),
+  EXPECT_THROW(acquire(spec("broken-link",
+                            [](SandboxSpec::Fields& fields) {
+                              fields.work_dir = "/bin/work";  // /bin is a link on merged-/usr hosts
+                            })),
                InvalidArgument);
-  EXPECT_THROW(acquire(spec("broken2", [](SandboxSpec::Fields& fields) {
-                 fields.work_dir = "/proc/work";
-               })),
-               InvalidArgument);
-  EXPECT_THROW(acquire(spec("broken3", [](SandboxSpec::Fields& fields) {
-                 fields.image = "relative/image";
-               })),
+  EXPECT_THROW(
+      acquire(spec("broken2", [](SandboxSpec::Fields& fields) { fields.work_dir = "/proc/work"; })),
+      InvalidArgument);
+  EXPECT_THROW(acquire(spec("broken3",
+                            [](SandboxSpec::Fields& fields) { fields.image = "relative/image"; })),
                InvalidArgument);
   EXPECT_TRUE(StateStore(state_->path()).ids().empty());
 }
 
 TEST_F(LifecycleTest, UnrestrictedEgressIsNeverGranted) {
-  EXPECT_THROW(acquire(spec("open", [](SandboxSpec::Fields& fields) {
-                 fields.egress = Egress::unrestricted;
-               })),
-               InvalidArgument);
+  EXPECT_THROW(
+      acquire(
+          spec("open", [](SandboxSpec::Fields& fields) { fields.egress = Egress::unrestricted; })),
+      InvalidArgument);
 }
 
 TEST_F(LifecycleTest, DeclarationsAreWhatTheBackendEnforces) {
@@ -348,9 +350,12 @@ TEST_F(LifecycleTest, DeclarationsAreWhatTheBackendEnforces) {
   EXPECT_EQ(backend_->egress_modes(),
             std::optional<EgressSet>(EgressSet{Egress::closed, Egress::allowlist}));
   EXPECT_EQ(backend_->os_families(), std::optional<OsFamilySet>(OsFamilySet{OsFamily::posix}));
-  const CapabilitySet expected{Capability::exec,      Capability::run_code,
-                               Capability::files_in,  Capability::files_out,
-                               Capability::files_list, Capability::files_delete};
+  // host_tools: exec detaches (a command's leftovers outlive the call, so the files channel's
+  // launcher works) and every sandbox offers the socket channel.
+  const CapabilitySet expected{Capability::exec,       Capability::run_code,
+                               Capability::files_in,   Capability::files_out,
+                               Capability::files_list, Capability::files_delete,
+                               Capability::host_tools};
   EXPECT_EQ(backend_->capabilities(), std::optional<CapabilitySet>(expected));
 }
 

@@ -35,15 +35,17 @@ void must_mount(const std::string& source, const std::string& target, const char
   }
 }
 
-std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+std::string fd_path(int fd) {
+  return "/proc/self/fd/" + std::to_string(fd);
+}
 
 // Changes the flags of the mount whose root is at `relative` beneath `root_fd`. A descriptor
 // opened before the mount names the directory underneath it, so the path is looked up afresh.
 void remount(int root_fd, const std::string& relative, unsigned long flags,
              const std::string& step) {
   const std::string path = relative.substr(relative.find_first_not_of('/'));
-  UniqueFd target(sys::openat2(root_fd, path.c_str(), O_PATH | O_CLOEXEC, 0,
-                               sys::kResolveConfined));
+  UniqueFd target(
+      sys::openat2(root_fd, path.c_str(), O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
   if (!target) fail(step, errno);
   must_mount("", fd_path(target.get()), nullptr, MS_REMOUNT | MS_BIND | flags, "", step);
 }
@@ -152,11 +154,10 @@ void mount_scratch(int root_fd, const char* name, const char* mode, int owner) {
 void build_dev(int root_fd, int owner) {
   UniqueFd dev = ensure_directory(root_fd, "dev", owner, "/dev");
   const std::string dev_path = fd_path(dev.get());
-  must_mount("tmpfs", dev_path, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k",
-             "tmpfs /dev");
+  must_mount("tmpfs", dev_path, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", "tmpfs /dev");
   // Re-open: the descriptor above names the directory *under* the new tmpfs.
-  dev.reset(sys::openat2(root_fd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                         sys::kResolveConfined));
+  dev.reset(
+      sys::openat2(root_fd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined));
   if (!dev) fail("open /dev", errno);
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
     UniqueFd placeholder(::openat(dev.get(), node, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666));
@@ -167,10 +168,10 @@ void build_dev(int root_fd, int owner) {
                std::string("bind /dev/") + node);
   }
   const std::pair<const char*, const char*> links[] = {{"fd", "/proc/self/fd"},
-                                                      {"stdin", "/proc/self/fd/0"},
-                                                      {"stdout", "/proc/self/fd/1"},
-                                                      {"stderr", "/proc/self/fd/2"},
-                                                      {"ptmx", "pts/ptmx"}};
+                                                       {"stdin", "/proc/self/fd/0"},
+                                                       {"stdout", "/proc/self/fd/1"},
+                                                       {"stderr", "/proc/self/fd/2"},
+                                                       {"ptmx", "pts/ptmx"}};
   for (const auto& [name, target] : links) {
     if (::symlinkat(target, dev.get(), name) != 0) fail(std::string("link /dev/") + name, errno);
   }
@@ -195,6 +196,17 @@ void bind_egress(const SpawnConfig& config, int root_fd) {
              "bind /run/airlock");
   remount(root_fd, "run/airlock", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
           "make /run/airlock read-only");
+}
+
+// The host-tool socket directory, after /run is the sandbox's own tmpfs.
+void bind_host_tools(const SpawnConfig& config, int root_fd) {
+  if (config.host_tools_dir.empty()) return;
+  const std::string guest = kHostToolsGuestDir;
+  UniqueFd directory = ensure_directory(root_fd, guest, -1, guest);
+  must_mount(config.host_tools_dir, fd_path(directory.get()), nullptr, MS_BIND, "",
+             "bind " + guest);
+  remount(root_fd, guest, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+          "make " + guest + " read-only");
 }
 
 // As root the monitor builds the root with host ids, so what it creates is handed to the guest
@@ -243,12 +255,12 @@ void build_host_root(const SpawnConfig& config) {
     // storage is bound at the work dir itself.
     UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir, -1,
                                      "work_dir " + config.guest_work_dir);
-    must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "",
-               "bind the work dir");
+    must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "", "bind the work dir");
     remount(root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV, "work dir mount flags");
   }
   build_dev(root_fd.get(), -1);
   bind_egress(config, root_fd.get());
+  bind_host_tools(config, root_fd.get());
 }
 
 void build_image_root(const SpawnConfig& config) {
@@ -268,6 +280,7 @@ void build_image_root(const SpawnConfig& config) {
                          "work_dir " + config.guest_work_dir);
   build_dev(root_fd.get(), owner);
   bind_egress(config, root_fd.get());
+  bind_host_tools(config, root_fd.get());
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 //                tmpfs /tmp and /run; the work dir created (owned by the guest root).
 // Both:          a tmpfs /dev (read-only after setup) with null, zero, full, random, urandom and
 //                tty bound from the host, the usual /proc/self/fd links, /dev/shm and a private
-//                devpts; /run/airlock bound read-only from the egress directory when bridging.
+//                devpts; /run/airlock bound read-only from the egress directory when bridging;
+//                /run/airlock-host-tools bound read-only from the host-tool socket directory.
 // /proc and /sys are mounted by the init, which alone is inside the new pid namespace.
 #pragma once
 
