@@ -1,7 +1,7 @@
 // The file plane: write, read, stat, list and remove one path in a sandbox, confined to a working
 // directory (the spec's work_dir unless the request names another) by the backend's own rules.
 //
-// Errors carry "refusal" (not_found, is_directory, permission_denied, invalid_path) whenever the
+// Errors carry "refusal" (file_not_found, is_directory, permission_denied, invalid_path) when the
 // path itself was refused, so a client can answer per file without parsing messages.
 #include <spdlog/spdlog.h>
 

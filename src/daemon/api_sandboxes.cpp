@@ -264,11 +264,13 @@ HttpResponse Api::exec(const HttpRequest& request) {
   } catch (const QueuedTimeout&) {
     throw;  // the backend's own queue: nothing ran
   } catch (const Timeout& timed_out) {
-    const bool gone = request.cancelled.stop_requested();
-    condemn(call, gone ? "the client hung up mid-exec" : "the command timed out");
+    // Cancelled: the client hung up, or the daemon's shutdown grace ran out.
+    const bool cancelled = request.cancelled.stop_requested();
+    condemn(call, cancelled ? "the call was cancelled mid-exec (client gone or shutdown)"
+                            : "the command timed out");
     call.admission.release(/*in_background=*/true);
     metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
-    return error_response(timed_out, false, {{"condemned", true}, {"client_gone", gone}});
+    return error_response(timed_out, false, {{"condemned", true}, {"cancelled", cancelled}});
   } catch (const ExecOutputLimitExceeded& overflow) {
     condemn(call, "the command's output passed its ceiling");
     call.admission.release(/*in_background=*/true);

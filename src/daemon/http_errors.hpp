@@ -20,7 +20,7 @@
 //   503 QueuedTimeout (Retry-After: 1; nothing ran), NoSandboxBackend, the daemon draining
 //   504 Timeout: the command's own deadline passed (the instance is condemned)
 //
-// File routes add "refusal": one of not_found, is_directory, permission_denied, invalid_path —
+// File routes add "refusal": one of file_not_found, is_directory, permission_denied, invalid_path —
 // the classification a Deep Agents client turns into its per-file error codes.
 #pragma once
 

@@ -286,7 +286,7 @@ struct Callbacks {
       return state.route->handle(state.request);
     } catch (const std::exception& error) {
       HttpResponse response = error_response(error);
-      if (response.status >= 500) {
+      if (response.status >= 500 && response.status != 503) {
         spdlog::warn("{} {}: {}", state.request.method, state.request.path, error_detail(error));
       } else {
         spdlog::debug("{} {}: {}", state.request.method, state.request.path, error_detail(error));
