@@ -40,7 +40,8 @@ describe("file tools on the testing backend", () => {
         model: new ScriptedChatModel([
           call("w", "write_file", { file_path: `${WORK}/notes.txt`, content: "alpha beta\n" }),
           call("e", "edit_file", { file_path: `${WORK}/notes.txt`, old_string: "beta", new_string: "gamma" }),
-          call("x", "write_file", { file_path: `${WORK}/../../etc/evil`, content: "no" }),
+          call("d", "write_file", { file_path: `${WORK}/drafts/one.txt`, content: "draft" }),
+          call("x", "write_file", { file_path: `${WORK}/drafts`, content: "onto a directory" }),
           new AIMessage("done"),
         ]),
         backend: sandbox,
@@ -50,7 +51,7 @@ describe("file tools on the testing backend", () => {
       assert.match(out.w, /notes\.txt/);
       assert.doesNotMatch(out.w, /Failed|Error/);
       assert.doesNotMatch(out.e, /Failed|Error/);
-      assert.match(out.x, /invalid_path/, "an escape is refused with Deep Agents' code, and the turn goes on");
+      assert.equal(out.x, `Failed to write to ${WORK}/drafts: is_directory`, "refused with Deep Agents' code; the turn goes on");
       const [notes] = await sandbox.downloadFiles([`${WORK}/notes.txt`]);
       assert.equal(new TextDecoder().decode(notes.content), "alpha gamma\n");
     } finally {

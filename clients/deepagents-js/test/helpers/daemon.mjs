@@ -44,10 +44,10 @@ export function linuxUnavailable() {
     if (probe.status !== 0) return (linuxProbe = `airlockd --version failed: ${probe.stderr}`);
     // `airlock check` builds the same router from the same document: an unknown type is named.
     const airlock = join(dirname(dirname(airlockdPath())), "cli/airlock");
-    const check = spawnSync(airlock, ["check", "--json", "--config", config, "--spec", writeSpec(dir)], { encoding: "utf8" });
+    const check = spawnSync(airlock, ["check", "--config", config, "--spec", writeSpec(dir)], { encoding: "utf8" });
     if (check.status !== 0) {
       const reason = `${check.stdout}${check.stderr}`.trim().split("\n").pop();
-      return (linuxProbe = `the linux backend cannot serve here: ${reason}`);
+      return (linuxProbe = `this build cannot route to the linux backend: ${reason}`);
     }
     return (linuxProbe = "");
   } finally {
