@@ -6,6 +6,7 @@
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "daemon/api.hpp"
+#include "daemon/exec_request.hpp"
 #include "daemon/http_errors.hpp"
 #include "daemon/request_fields.hpp"
 
@@ -181,73 +182,12 @@ HttpResponse Api::dispose(const HttpRequest& request) {
 HttpResponse Api::exec(const HttpRequest& request) {
   const auto started = Clock::now();
   refuse_unknown_query(request, {});
-  const json::Json body = parse_json_body(request);
-  Fields fields(body, "body");
-  const json::Json* argv = fields.optional("argv");
-  const json::Json* shell = fields.optional("shell");
-  if ((argv == nullptr) == (shell == nullptr)) {
-    throw InvalidArgument("body: exactly one of argv (an array of strings, never through a "
-                          "shell) or shell (a line run as sh -c) is required",
-                          argv ? "body.shell" : "body.argv");
-  }
-  std::optional<Command> command;
-  if (argv) {
-    auto arguments = fields.strings("argv", *argv);
-    if (arguments.empty()) throw InvalidArgument("body.argv: must not be empty", "body.argv");
-    command = Command::argv(std::move(arguments));
-  } else {
-    command = Command::shell(fields.string("shell", *shell));
-  }
-  ExecOptions options;
-  std::optional<std::string> working_directory;
-  if (const json::Json* value = fields.optional("working_directory")) {
-    working_directory = fields.string("working_directory", *value);
-  }
-  Milliseconds timeout = limits_.default_exec_timeout;
-  if (const json::Json* value = fields.optional("timeout_ms")) {
-    timeout = Milliseconds(fields.count("timeout_ms", *value, 1,
-                                        static_cast<std::uint64_t>(limits_.max_exec_timeout.count())));
-  }
-  std::uint64_t max_output = limits_.default_max_output_bytes;
-  if (const json::Json* value = fields.optional("max_output_bytes")) {
-    max_output = fields.count("max_output_bytes", *value, 1, limits_.max_output_bytes);
-  }
-  options.max_output_bytes = max_output;
-  if (const json::Json* value = fields.optional("overflow")) {
-    const std::string overflow = fields.string("overflow", *value);
-    if (overflow == "refuse") {
-      options.overflow = OutputOverflow::refuse;
-    } else if (overflow == "truncate") {
-      options.overflow = OutputOverflow::truncate;
-    } else {
-      throw InvalidArgument("body.overflow: unknown value \"" + overflow +
-                                "\" (allowed: refuse, truncate)",
-                            "body.overflow");
-    }
-  }
-  if (const json::Json* value = fields.optional("stdin_base64")) {
-    auto decoded = base64_decode(fields.string("stdin_base64", *value));
-    if (!decoded) {
-      throw InvalidArgument("body.stdin_base64: not canonical base64", "body.stdin_base64");
-    }
-    options.stdin_bytes = std::move(*decoded);
-  }
-  if (const json::Json* value = fields.optional("environment")) {
-    Fields environment(*value, "body.environment");
-    for (const auto& [name, unused] : value->items()) {
-      const json::Json& entry = environment.required(name);
-      if (name.empty() || name.find('=') != std::string::npos ||
-          name.find('\0') != std::string::npos) {
-        throw InvalidArgument("body.environment: \"" + name + "\" is not a variable name",
-                              "body.environment." + name);
-      }
-      options.environment.emplace_back(name, environment.string(name, entry));
-    }
-  }
-  fields.refuse_unknown();
+  ExecRequest parsed = parse_exec_request(parse_json_body(request), limits_);
+  const Milliseconds timeout = parsed.timeout;
+  ExecOptions options = std::move(parsed.options);
 
   Admitted call = admit(request, timeout);
-  options.working_directory = working_directory.value_or(call.record.spec->work_dir());
+  options.working_directory = parsed.working_directory.value_or(call.record.spec->work_dir());
   options.stop = request.cancelled;
   // One deadline over the wait for admission, the acquire and the command: the command gets
   // what the queue left of it.
@@ -260,7 +200,7 @@ HttpResponse Api::exec(const HttpRequest& request) {
 
   ExecResult result;
   try {
-    result = call.sandbox->exec(*command, options);
+    result = call.sandbox->exec(parsed.command, options);
   } catch (const QueuedTimeout&) {
     throw;  // the backend's own queue: nothing ran
   } catch (const Timeout& timed_out) {

@@ -61,6 +61,21 @@ TEST(DaemonApi, WrongTypeAndOutOfRangeValuesAreRefusedNamingTheField) {
   EXPECT_EQ(bad_spec.error()["check"], "body.spec.egress");
 }
 
+TEST(DaemonApi, NulBytesInACommandOrItsEnvironmentAreRefusedNamingTheField) {
+  DaemonFixture fixture;
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  EXPECT_EQ(fixture.exec(handle, {{"shell", std::string("echo a\0b", 8)}}).error()["check"],
+            "body.shell");
+  EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo", std::string("a\0b", 3)}}}).error()["check"],
+            "body.argv");
+  EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A", std::string("x\0", 2)}}}})
+                .error()["check"],
+            "body.environment.A");
+  EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A=B", "x"}}}}).error()["check"],
+            "body.environment.A=B");
+  EXPECT_EQ(fixture.scripted->completed, 0);
+}
+
 TEST(DaemonApi, ExactlyOneOfArgvOrShellIsRequired) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
