@@ -37,6 +37,8 @@ struct ApiLimits {
 
 class Api {
  public:
+  struct Admitted;
+
   Api(SandboxRouter& router, HandleStore& store, Metrics& metrics, ApiLimits limits);
 
   // Adds every /v1 route to `table`. `draining` is read by the health route.
@@ -45,8 +47,6 @@ class Api {
   void set_draining() noexcept { draining_ = true; }
 
  private:
-  struct Admitted;
-
   // Admission + acquire for the sandbox behind request.params["handle"].
   Admitted admit(const HttpRequest& request, Milliseconds timeout, bool exclusive = false);
   HandleRecord record_for(const HttpRequest& request) const;
@@ -65,6 +65,8 @@ class Api {
   HttpResponse describe_sandbox(const HttpRequest& request);
   HttpResponse dispose(const HttpRequest& request);
   HttpResponse exec(const HttpRequest& request);
+  ExecResult run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
+                             std::chrono::steady_clock::time_point started, Milliseconds timeout);
   // files
   HttpResponse put_file(const HttpRequest& request);
   HttpResponse get_file(const HttpRequest& request);
@@ -72,6 +74,9 @@ class Api {
   HttpResponse stat(const HttpRequest& request);
   HttpResponse list(const HttpRequest& request);
   std::uint64_t upload_cap(const HttpRequest& request) const;
+  Milliseconds road_timeout(const HttpRequest& request) const;
+  // outputs
+  HttpResponse outputs(const HttpRequest& request);
 
   SandboxRouter& router_;
   HandleStore& store_;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "airlock/errors.hpp"
+#include "airlock/shell_roads.hpp"
 #include "daemon/api.hpp"
 #include "daemon/http_errors.hpp"
 #include "daemon/request_fields.hpp"
@@ -18,6 +19,21 @@ bool write_refused(const std::exception& error) {
   return file_refusal_of(error).has_value() || dynamic_cast<const InvalidArgument*>(&error) ||
          dynamic_cast<const TransferCapExceeded*>(&error) ||
          dynamic_cast<const QueuedTimeout*>(&error) || dynamic_cast<const NotSupported*>(&error);
+}
+
+enum class Road { plane, shell };
+
+// `road=plane` (default): the backend's file plane, confined to the working directory.
+// `road=shell`: the core's shell roads (base64 over bounded execs, staged and moved into place),
+// which reach any path the guest itself can — for paths outside the work directory, which the
+// plane does not serve. They run with the guest's own authority, so they widen nothing `exec`
+// had not already opened.
+Road road_of(const HttpRequest& request) {
+  const auto value = optional_query(request, "road").value_or("plane");
+  if (value == "plane") return Road::plane;
+  if (value == "shell") return Road::shell;
+  throw InvalidArgument("query.road: unknown value \"" + value + "\" (allowed: plane, shell)",
+                        "query.road");
 }
 
 std::string working_directory_of(const HttpRequest& request, const SandboxSpec& spec) {
@@ -36,9 +52,17 @@ std::uint64_t Api::upload_cap(const HttpRequest& request) const {
   return record_for(request).spec->files_in().max_bytes_per_file;
 }
 
+Milliseconds Api::road_timeout(const HttpRequest& request) const {
+  return Milliseconds(query_count(request, "timeout_ms", 1,
+                                  static_cast<std::uint64_t>(limits_.max_exec_timeout.count()))
+                          .value_or(static_cast<std::uint64_t>(limits_.default_exec_timeout.count())));
+}
+
 HttpResponse Api::put_file(const HttpRequest& request) {
-  refuse_unknown_query(request, {"path", "working_directory"});
+  refuse_unknown_query(request, {"path", "working_directory", "road", "timeout_ms"});
   const std::string path = required_query(request, "path");
+  const Road road = road_of(request);
+  const Milliseconds timeout = road_timeout(request);
   Admitted call = admit(request, limits_.admission_timeout);
   const std::string working_directory = working_directory_of(request, *call.record.spec);
   // The cap was applied before the body was read; the spec may not have changed since, but the
@@ -48,7 +72,16 @@ HttpResponse Api::put_file(const HttpRequest& request) {
     throw TransferCapExceeded("files_in.max_bytes_per_file", path, cap, request.body.size());
   }
   try {
-    call.sandbox->write_file(path, request.body, working_directory);
+    if (road == Road::shell) {
+      write_file_over_exec(*call.sandbox, path, request.body, working_directory, timeout,
+                           call.record.spec->files_in());
+    } else {
+      call.sandbox->write_file(path, request.body, working_directory);
+    }
+  } catch (const ShellTransferFailed& failed) {
+    // The command ended and said something unexpected: nothing landed, the sandbox is whole.
+    spdlog::warn("shell write into {} failed: {}", call.record.handle, failed.what());
+    return error_response(failed, true);
   } catch (const std::exception& error) {
     if (write_refused(error)) return error_response(error, true);
     spdlog::warn("write of a file into {} failed: {}", call.record.handle, error_detail(error));
@@ -62,8 +95,10 @@ HttpResponse Api::put_file(const HttpRequest& request) {
 }
 
 HttpResponse Api::get_file(const HttpRequest& request) {
-  refuse_unknown_query(request, {"path", "working_directory", "max_bytes"});
+  refuse_unknown_query(request, {"path", "working_directory", "max_bytes", "road", "timeout_ms"});
   const std::string path = required_query(request, "path");
+  const Road road = road_of(request);
+  const Milliseconds timeout = road_timeout(request);
   const HandleRecord record = record_for(request);
   const auto cap = record.spec->files_out().max_bytes_per_file;
   // A smaller ceiling may be asked for (what is left of a batch's total); a larger one is
@@ -73,7 +108,19 @@ HttpResponse Api::get_file(const HttpRequest& request) {
   const std::string working_directory = working_directory_of(request, *call.record.spec);
   std::string content;
   try {
-    content = call.sandbox->read_file(path, working_directory, max_bytes);
+    content = road == Road::shell
+                  ? read_file_over_exec(*call.sandbox, path, working_directory, timeout, max_bytes)
+                  : call.sandbox->read_file(path, working_directory, max_bytes);
+  } catch (const ShellTransferUnfinished& unfinished) {
+    // The read's command may still be running: the instance goes. A read its own budget ended
+    // (the file grew past the cap while it was read) says so.
+    condemn(call, "a shell read did not finish");
+    call.admission.release(/*in_background=*/true);
+    if (unfinished.over_cap()) {
+      return error_response(TransferCapExceeded("max_bytes", path, max_bytes), true,
+                            {{"condemned", true}});
+    }
+    return error_response(unfinished, true, {{"condemned", true}});
   } catch (const std::exception& error) {
     // A read changes nothing in the sandbox: whatever happened, the instance stays.
     if (!file_refusal_of(error)) {

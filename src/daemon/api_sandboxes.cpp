@@ -5,6 +5,7 @@
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 #include "daemon/api.hpp"
 #include "daemon/exec_request.hpp"
 #include "daemon/http_errors.hpp"
@@ -34,6 +35,10 @@ json::Json describe(const HandleRecord& record) {
 
 Milliseconds elapsed_since(Clock::time_point start) {
   return std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
+}
+
+std::string work_dir_of(const Api::Admitted& call) {
+  return normalize_guest_path(call.record.spec->work_dir());
 }
 
 }  // namespace
@@ -179,6 +184,45 @@ HttpResponse Api::dispose(const HttpRequest& request) {
                                   {"forgotten", forgotten}});
 }
 
+ExecResult Api::run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
+                               std::chrono::steady_clock::time_point started,
+                               Milliseconds timeout) {
+  try {
+    return call.sandbox->exec(command, options);
+  } catch (const NotFound& missing) {
+    // The spec's work_dir is the storage base every command runs in by default, and the
+    // protocol leaves creating it to whoever asks; a backend that does not create it on
+    // acquire gets it made here, as the guest, the first time a command needs it. Any other
+    // missing working directory is the caller's to create.
+    const std::string work_dir = normalize_guest_path(call.record.spec->work_dir());
+    if (normalize_guest_path(options.working_directory) != work_dir ||
+        normalize_guest_path(missing.path()) != work_dir) {
+      throw;
+    }
+  }
+  const Milliseconds left = timeout - elapsed_since(started);
+  if (left <= Milliseconds(0)) throw Timeout("the command did not start within its deadline");
+  ExecOptions make;
+  make.working_directory = "/";
+  make.timeout = std::min<Milliseconds>(left, Milliseconds(10'000));
+  make.max_output_bytes = 4096;
+  make.stop = options.stop;
+  const ExecResult made =
+      call.sandbox->exec(Command::argv({"mkdir", "-p", work_dir_of(call)}), make);
+  if (made.exit_code != 0) {
+    spdlog::warn("sandbox {}: could not create its work_dir: {}", call.record.handle,
+                 made.stderr_text());
+    throw NotFound("the working directory " + call.record.spec->work_dir() +
+                       " does not exist and could not be created",
+                   call.record.spec->work_dir());
+  }
+  options.timeout = timeout - elapsed_since(started);
+  if (options.timeout <= Milliseconds(0)) {
+    throw Timeout("the command did not start within its deadline");
+  }
+  return call.sandbox->exec(command, options);
+}
+
 HttpResponse Api::exec(const HttpRequest& request) {
   const auto started = Clock::now();
   refuse_unknown_query(request, {});
@@ -200,7 +244,7 @@ HttpResponse Api::exec(const HttpRequest& request) {
 
   ExecResult result;
   try {
-    result = call.sandbox->exec(parsed.command, options);
+    result = run_in_work_dir(call, parsed.command, options, started, timeout);
   } catch (const QueuedTimeout&) {
     throw;  // the backend's own queue: nothing ran
   } catch (const Timeout& timed_out) {
@@ -217,7 +261,11 @@ HttpResponse Api::exec(const HttpRequest& request) {
     metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
     return error_response(overflow, false, {{"condemned", true}});
   } catch (const InvalidArgument&) {
-    throw;  // refused before anything ran (a bad working directory, say)
+    throw;  // refused before anything ran (a working directory outside the rules, say)
+  } catch (const NotFound&) {
+    throw;  // the working directory is not there: nothing ran
+  } catch (const NotADirectory&) {
+    throw;
   } catch (const NotSupported&) {
     throw;
   } catch (const std::exception& failed) {

@@ -49,6 +49,9 @@ void Api::add_routes(RouteTable& table) {
              nullptr, "body", bind(&Api::stat)});
   table.add({"GET", "/v1/sandboxes/{handle}/list", "a directory's direct children",
              BodyKind::none, nullptr, "body", bind(&Api::list)});
+  table.add({"POST", "/v1/sandboxes/{handle}/outputs",
+             "collect the spec's declared outputs (and call-time ones) under its caps",
+             BodyKind::json, nullptr, "body", bind(&Api::outputs)});
 }
 
 HttpResponse Api::health(const HttpRequest& request) {

@@ -2,10 +2,21 @@
 
 #include <cerrno>
 
+#include "airlock/shell_roads.hpp"
+
 namespace airlock::daemon {
 
 int http_status_for(const std::exception& error) noexcept {
   if (const auto* http = dynamic_cast<const HttpError*>(&error)) return http->status();
+  if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) {
+    switch (refused->refusal()) {
+      case FileRefusal::not_found: return 404;
+      case FileRefusal::is_directory: return 409;
+      case FileRefusal::permission_denied: return 403;
+      case FileRefusal::invalid_path: return 400;
+    }
+    return 400;
+  }
   if (dynamic_cast<const QueuedTimeout*>(&error)) return 503;
   if (dynamic_cast<const Timeout*>(&error)) return 504;
   if (dynamic_cast<const NotFound*>(&error)) return 404;
@@ -33,6 +44,13 @@ int http_status_for(const std::exception& error) noexcept {
   if (dynamic_cast<const RouterRefusal*>(&error)) return 403;
   if (dynamic_cast<const NoSandboxBackend*>(&error)) return 503;
   if (dynamic_cast<const TransferCapExceeded*>(&error)) return 413;
+  // The sandbox's state does not satisfy its declared outputs (missing, not regular, a name
+  // that cannot be delivered, two that collide).
+  if (dynamic_cast<const OutputError*>(&error)) return 422;
+  // A shell road's command ended badly (Failed: nothing landed) or its end is unknown
+  // (Unfinished: the caller condemns).
+  if (dynamic_cast<const ShellTransferFailed*>(&error)) return 502;
+  if (dynamic_cast<const ShellTransferUnfinished*>(&error)) return 502;
   if (dynamic_cast<const ExecOutputLimitExceeded*>(&error)) return 422;
   if (dynamic_cast<const NotSupported*>(&error)) return 501;
   if (dynamic_cast<const BackendError*>(&error)) return 502;
@@ -42,6 +60,10 @@ int http_status_for(const std::exception& error) noexcept {
 
 std::optional<FileRefusal> file_refusal_of(const std::exception& error) noexcept {
   if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) return refused->refusal();
+  try {
+    if (auto refusal = file_refusal(error)) return refusal;  // the core's reading first
+  } catch (...) {
+  }
   if (dynamic_cast<const ConfinementError*>(&error)) return FileRefusal::invalid_path;
   if (dynamic_cast<const NotFound*>(&error)) return FileRefusal::not_found;
   if (dynamic_cast<const IsADirectory*>(&error)) return FileRefusal::is_directory;

@@ -7,16 +7,19 @@
 // Status codes (docs/daemon.md has the table with reasons):
 //   400 InvalidArgument (bad JSON, unknown field, bad path; `check` names the field),
 //       ConfinementError, a link or non-regular entry refused by the file plane
+//   400/403/404/409 FileRefused (a shell road's probe), by its refusal
 //   401 missing or wrong bearer token (TCP only)
 //   403 RouterRefusal (every check of the router), permission denied in the guest
 //   404 unknown route, unknown sandbox handle, NotFound in the guest
 //   405 the path exists under other methods (Allow header)
 //   409 IsADirectory / NotADirectory in the guest; a handle that exists with a different spec
 //   413 a request body over its cap; TransferCapExceeded (either direction)
-//   422 ExecOutputLimitExceeded: the command ran and its output broke the ceiling asked for
+//   422 ExecOutputLimitExceeded: the command ran and its output broke the ceiling asked for;
+//       the outputs family (missing, not regular, unreachable, names invalid or colliding)
 //   500 anything unexpected (generic message; detail logged)
 //   501 NotSupported: the backend does not do this
-//   502 BackendError: the provider failed (model-safe message; detail logged)
+//   502 BackendError: the provider failed (model-safe message; detail logged); a shell road's
+//       command ended badly (ShellTransferFailed) or unknown (ShellTransferUnfinished, condemned)
 //   503 QueuedTimeout (Retry-After: 1; nothing ran), NoSandboxBackend, the daemon draining
 //   504 Timeout: the command's own deadline passed (the instance is condemned)
 //

@@ -108,21 +108,17 @@ TEST(DaemonLifecycle, ClientThatHangsUpWhileQueuedIsNeverAdmitted) {
 TEST(DaemonLifecycle, DisposeWaitsForTheCallsInFlight) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
-  std::atomic<int> order{0};
-  int exec_done = 0;
-  int dispose_done = 0;
   auto running = std::async(std::launch::async, [&] {
-    const Reply reply = fixture.exec(handle, {{"argv", {"sleep", "500"}}});
-    exec_done = ++order;
-    return reply;
+    return fixture.exec(handle, {{"argv", {"sleep", "500"}}});
   });
   ASSERT_TRUE(eventually([&] { return fixture.scripted->running == 1; }));
   const Reply disposed = fixture.client->del("/v1/sandboxes/" + handle);
-  dispose_done = ++order;
   EXPECT_EQ(running.get().status, 200) << "a dispose never cuts a call off underneath";
   EXPECT_EQ(disposed.status, 200);
-  EXPECT_LT(exec_done, dispose_done);
+  EXPECT_TRUE(disposed.json()["disposed"].get<bool>());
   EXPECT_EQ(fixture.scripted->completed, 1);
+  EXPECT_EQ(fixture.scripted->disposed_while_running, 0)
+      << "the backend was asked to dispose while a command ran";
 }
 
 TEST(DaemonLifecycle, CallQueuedPastItsDeadlineIs503WithRetryAfter) {
@@ -213,6 +209,28 @@ TEST(DaemonLifecycle, RestartAnswersTheHandlesItGaveOut) {
   ASSERT_EQ(read.status, 200) << read.body;
   EXPECT_EQ(read.body, "still here");
   EXPECT_EQ(read.headers.at("x-airlock-instance"), instance) << "the same sandbox, not a new one";
+}
+
+TEST(DaemonLifecycle, TheSpecsWorkDirIsMadeTheFirstTimeACommandNeedsIt) {
+  // The in-process backend creates nothing on acquire, as the protocol allows.
+  testing::InProcessBackendOptions backend_options;
+  backend_options.sandbox_per_key = true;
+  backend_options.isolation = Isolation::container;
+  backend_options.capabilities = CapabilitySet{Capability::exec, Capability::files_in,
+                                               Capability::files_out};
+  DaemonFixture fixture(std::make_shared<testing::InProcessSandboxBackend>(backend_options));
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  const Reply ran = fixture.exec(handle, {{"shell", "pwd; echo made > here.txt"}});
+  ASSERT_EQ(ran.status, 200) << ran.body;
+  EXPECT_EQ(ran.json()["result"]["stdout"], "/maf-sandbox/work\n");
+  EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/files?path=here.txt").body, "made\n");
+  const std::string instance = ran.json()["instance_id"];
+
+  // Any other missing working directory is the caller's to make: refused, nothing condemned.
+  const Reply elsewhere = fixture.exec(handle, {{"shell", "pwd"}, {"working_directory", "/nowhere"}});
+  EXPECT_EQ(elsewhere.status, 404) << elsewhere.body;
+  EXPECT_FALSE(elsewhere.error().contains("condemned"));
+  EXPECT_EQ(fixture.exec(handle, {{"shell", "true"}}).json()["instance_id"], instance);
 }
 
 TEST(DaemonLifecycle, UnreadableHandleRecordIsSkippedNotFatal) {

@@ -37,7 +37,7 @@ ScriptedSandbox::ScriptedSandbox(ScriptedBackend& backend, std::string instance_
                                                         .raises = nullptr,
                                                         .default_stdout = {},
                                                         .instance_id = std::move(instance_id),
-                                                        .emulate_commands = false},
+                                                        .emulate_commands = true},
                        std::move(key), std::move(kind)),
       backend_(backend) {}
 
@@ -95,12 +95,9 @@ ExecResult ScriptedSandbox::exec(const Command& command, const ExecOptions& opti
     result.stdout_bytes = options.working_directory + "\n";
   } else if (verb == "exit" && argv.size() == 2) {
     result.exit_code = std::stoi(argv[1]);
-  } else if (command.is_shell()) {
-    // A shell line is recorded and answered empty, as the in-process fake does.
-    return InProcessSandbox::exec(command, options);
   } else {
-    result.exit_code = 127;
-    result.stderr_bytes = verb + ": not found\n";
+    // Anything else (a shell line, a shell road's commands) runs in the emulated shell.
+    return InProcessSandbox::exec(command, options);
   }
   ++backend_.completed;
   return result;
@@ -143,6 +140,7 @@ void ScriptedBackend::dispose(const SandboxKey& key) noexcept {
 
 bool ScriptedBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
                                    std::optional<std::string_view> instance_id) noexcept {
+  if (running > 0) ++disposed_while_running;
   std::lock_guard lock(mutex_);
   for (auto it = live_.begin(); it != live_.end();) {
     if (std::get<0>(it->first) == key && std::get<1>(it->first) == kind &&

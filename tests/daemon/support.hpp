@@ -50,7 +50,9 @@ class ScriptedBackend;
 //   binary        prints bytes that are not UTF-8
 //   pwd           prints the working directory it was given
 //   exit N        exits with N
-// and reads of "denied" (any directory) fail with EACCES, as an unreadable file does.
+// A shell line (sh -c) runs in the in-process sandbox's emulated shell over the same files, so the
+// core's shell roads work here too. Reads of "denied" (any directory) fail with EACCES, as an
+// unreadable file does.
 class ScriptedSandbox : public testing::InProcessSandbox {
  public:
   ScriptedSandbox(ScriptedBackend& backend, std::string instance_id, SandboxKey key,
@@ -97,6 +99,8 @@ class ScriptedBackend : public SandboxBackend {
   std::atomic<int> cancelled{0};
   std::atomic<int> timed_out{0};
   std::atomic<int> completed{0};
+  // Disposals the backend was asked for while a command was running in one of its sandboxes.
+  std::atomic<int> disposed_while_running{0};
   // When set, acquire fails with a BackendError (the provider could not create a sandbox).
   std::atomic<bool> fail_acquire{false};
 

@@ -60,8 +60,8 @@ const UPLOAD_BATCH_LOST = "the sandbox is condemned after a write did not finish
 const TOO_MANY_FILES = (direction) => `the batch has more files than ${direction}.max_files allows`;
 const OVER_FILE_CAP = (direction) => `the file is larger than ${direction}.max_bytes_per_file`;
 const OVER_TOTAL_CAP = (direction) => `the batch would exceed ${direction}.max_total_bytes`;
-const NO_SHELL_ROAD =
-  "the path is outside the sandbox's work directory, and the daemon offers no road there yet";
+const DOWNLOAD_BATCH_LOST =
+  "the sandbox is condemned after a read did not finish; the rest of the batch was not read";
 
 const REFUSAL_CODES = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
 // How long past a command's own deadline the HTTP wait lasts before it is given up.
@@ -264,6 +264,15 @@ export class AirlockSandbox extends BaseSandbox {
     return normalized === this.#workDir || normalized.startsWith(this.#workDir === "/" ? "/" : `${this.#workDir}/`);
   }
 
+  /**
+   * Inside the work directory a path goes through the daemon's file plane, which refuses a
+   * link anywhere in it; outside (Deep Agents' /conversation_history, /tmp) through the shell
+   * roads — bounded commands running as the guest, which widen nothing execute had not opened.
+   */
+  #road(path) {
+    return this.#insideBase(path) ? {} : { road: "shell", timeout_ms: this.#execTimeoutMs };
+  }
+
   #note(instanceId) {
     if (typeof instanceId === "string" && instanceId) this.#instanceId = instanceId;
   }
@@ -376,13 +385,11 @@ export class AirlockSandbox extends BaseSandbox {
           error = OVER_FILE_CAP("files_in");
         } else if (sent + content.byteLength > limits.max_total_bytes) {
           error = OVER_TOTAL_CAP("files_in");
-        } else if (!this.#insideBase(path)) {
-          error = NO_SHELL_ROAD;
         } else {
           const reply = await this.#call("PUT", "/files", {
-            query: { path, working_directory: this.#workDir },
+            query: { path, working_directory: this.#workDir, ...this.#road(path) },
             body: content,
-            timeoutMs: 60_000,
+            timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
           });
           if (reply === null) {
             error = UPLOAD_FAILED;
@@ -432,12 +439,10 @@ export class AirlockSandbox extends BaseSandbox {
       try {
         if (typeof path !== "string" || path === "" || path.includes("\0")) {
           response = { path, content: null, error: "invalid_path" };
-        } else if (!this.#insideBase(path)) {
-          response = { path, content: null, error: NO_SHELL_ROAD };
         } else {
           const reply = await this.#call("GET", "/files", {
-            query: { path, working_directory: this.#workDir, max_bytes: cap },
-            timeoutMs: 60_000,
+            query: { path, working_directory: this.#workDir, max_bytes: cap, ...this.#road(path) },
+            timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
           });
           if (reply === null) {
             response = { path, content: null, error: DOWNLOAD_FAILED };
@@ -448,6 +453,14 @@ export class AirlockSandbox extends BaseSandbox {
               : { path, content: new Uint8Array(reply.body.buffer, reply.body.byteOffset, reply.body.length), error: null };
           } else {
             const refused = reply.error() ?? {};
+            if (refused.condemned) {
+              // A shell read whose end is unknown: the sandbox goes, and the rest is not read.
+              responses.push({ path, content: null, error: reply.status === 413 ? overCap : DOWNLOAD_BATCH_LOST });
+              for (const rest of paths.slice(responses.length)) {
+                responses.push({ path: rest, content: null, error: DOWNLOAD_BATCH_LOST });
+              }
+              return responses;
+            }
             if (REFUSAL_CODES.has(refused.refusal)) response = { path, content: null, error: refused.refusal };
             else if (reply.status === 413) response = { path, content: null, error: overCap };
             else {

@@ -52,6 +52,10 @@ describe("on the testing backend", () => {
     await assert.rejects(AirlockSandbox.create({ socketPath: "/nonexistent/airlockd.sock", key }), /could not be reached/);
   });
 
+  test("default transfer limits are the protocol's", () => {
+    assert.deepEqual(DEFAULT_TRANSFER_LIMITS, { max_bytes_per_file: 8388608, max_total_bytes: 33554432, max_files: 64 });
+  });
+
   test("id is opaque, stable for one key, and distinct across keys", async () => {
     const a = await sandbox("tenant-acme");
     const again = await sandbox("tenant-acme");
@@ -113,14 +117,6 @@ describe("on the testing backend", () => {
     assert.ok(results.every((r) => r.content === null));
   });
 
-  test("paths outside the work directory are refused per file until the daemon offers a road there", async () => {
-    const box = await sandbox("outside");
-    const [upload] = await box.uploadFiles([["/tmp/large_tool_result.txt", encode("x")]]);
-    assert.match(upload.error, /outside the sandbox's work directory/);
-    const [download] = await box.downloadFiles(["/conversation_history/1.md"]);
-    assert.match(download.error, /outside the sandbox's work directory/);
-  });
-
   test("caps come from the spec: too many files refuses the batch, a large file refuses alone", async () => {
     const limits = { max_bytes_per_file: 10, max_total_bytes: 15, max_files: 3 };
     const box = await sandbox("caps", { spec: deepagentsSpec({ filesIn: limits, filesOut: limits }) });
@@ -169,62 +165,75 @@ describe("on the testing backend", () => {
   });
 });
 
-describe("on the linux backend (a real shell)", () => {
-  const reason = linuxUnavailable();
-  let daemon;
-  let client;
-  before(async () => {
-    if (!reason) {
-      daemon = await startDaemon("linux");
-      client = new AirlockClient({ socketPath: daemon.socketPath });
-    }
-  });
-  after(async () => daemon?.stop());
+// Tests that need a shell: the testing backend's emulated one (sleep honours deadlines, output
+// ceilings hold, chmod 000 makes a file unreadable to the guest), and linux's real one.
+for (const backend of ["testing", "linux"]) {
+  describe(`with a shell, on the ${backend} backend`, () => {
+    const reason = backend === "linux" ? linuxUnavailable() : "";
+    let daemon;
+    let client;
+    before(async () => {
+      if (!reason) {
+        daemon = await startDaemon(backend);
+        client = new AirlockClient({ socketPath: daemon.socketPath });
+      }
+    });
+    after(async () => daemon?.stop());
 
-  test("a command past its deadline comes back as a timeout, and the next call starts cold", async (t) => {
-    if (reason) return skipLoudly(t, reason);
-    const box = await AirlockSandbox.create({ client, key: { scope: "timeout" }, execTimeoutMs: 1000, log: quiet });
-    const first = await box.execute("echo warm");
-    const warm = box.instanceId;
-    assert.equal(first.exitCode, 0);
-    const slow = await box.execute("sleep 30");
-    assert.deepEqual(slow, { output: "Error: the command did not finish within 1 seconds.", exitCode: EXIT_TIMEOUT, truncated: false });
-    const next = await box.execute("echo cold");
-    assert.equal(next.output.trim(), "cold");
-    assert.notEqual(box.instanceId, warm, "the timed-out instance was condemned");
-    await box.close();
-  });
+    test("a command past its deadline comes back as a timeout, and the next call starts cold", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await AirlockSandbox.create({ client, key: { scope: "timeout" }, execTimeoutMs: 1000, log: quiet });
+      const first = await box.execute("echo warm");
+      const warm = box.instanceId;
+      assert.deepEqual(first, { output: "warm\n", exitCode: 0, truncated: false });
+      const slow = await box.execute("sleep 30");
+      assert.deepEqual(slow, { output: "Error: the command did not finish within 1 seconds.", exitCode: EXIT_TIMEOUT, truncated: false });
+      const next = await box.execute("echo cold");
+      assert.equal(next.output, "cold\n");
+      assert.notEqual(box.instanceId, warm, "the timed-out instance was condemned");
+      await box.close();
+    });
 
-  test("an output flood is dropped whole, never cut", async (t) => {
-    if (reason) return skipLoudly(t, reason);
-    const box = await AirlockSandbox.create({ client, key: { scope: "flood" }, maxOutputBytes: 4096, log: quiet });
-    const flood = await box.execute("head -c 50000000 /dev/zero | tr '\\0' x");
-    assert.equal(flood.truncated, true);
-    assert.equal(flood.exitCode, EXIT_AIRLOCK);
-    assert.equal(flood.output, "Error: the command's output exceeded 4096 bytes and was dropped.");
-    assert.equal((await box.execute("echo after")).output.trim(), "after");
-    await box.close();
-  });
+    test("an output flood is dropped whole, never cut", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await AirlockSandbox.create({ client, key: { scope: "flood" }, maxOutputBytes: 4096, log: quiet });
+      const flood = await box.execute("head -c 50000000 /dev/zero");
+      assert.deepEqual(flood, {
+        output: "Error: the command's output exceeded 4096 bytes and was dropped.",
+        exitCode: EXIT_AIRLOCK,
+        truncated: true,
+      });
+      assert.equal((await box.execute("echo after")).output, "after\n");
+      await box.close();
+    });
 
-  test("stderr comes back prefixed, and the program's own exit code", async (t) => {
-    if (reason) return skipLoudly(t, reason);
-    const box = await AirlockSandbox.create({ client, key: { scope: "streams" }, log: quiet });
-    const result = await box.execute("echo out; echo err >&2; exit 7");
-    assert.deepEqual(result, { output: "out\n\n[stderr] err", exitCode: 7, truncated: false });
-    await box.close();
-  });
+    test("stderr comes back prefixed, with the program's own exit code", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await AirlockSandbox.create({ client, key: { scope: "streams" }, log: quiet });
+      assert.deepEqual(await box.execute("echo out; echo err >&2; exit 7"), {
+        output: "out\n\n[stderr] err",
+        exitCode: 7,
+        truncated: false,
+      });
+      assert.deepEqual(await box.execute("true"), { output: "<no output>", exitCode: 0, truncated: false });
+      await box.close();
+    });
 
-  test("an unreadable file is permission_denied", async (t) => {
-    if (reason) return skipLoudly(t, reason);
-    const box = await AirlockSandbox.create({ client, key: { scope: "perm" }, log: quiet });
-    await box.uploadFiles([["/maf-sandbox/work/secret", encode("s")]]);
-    await box.execute("chmod 000 /maf-sandbox/work/secret");
-    const [read] = await box.downloadFiles(["/maf-sandbox/work/secret"]);
-    assert.equal(read.error, "permission_denied");
-    await box.close();
+    test("files outside the work directory travel the shell road, with the same codes", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await AirlockSandbox.create({ client, key: { scope: "outside" }, log: quiet });
+      const history = "/conversation_history/thread-1.md";
+      const big = new Uint8Array(200_000).map((_, i) => (i * 31) % 251);
+      const uploaded = await box.uploadFiles([[history, encode("# earlier turns\n")], ["/tmp/big.bin", big]]);
+      assert.deepEqual(uploaded.map((r) => r.error), [null, null]);
+      const [back, bigBack] = await box.downloadFiles([history, "/tmp/big.bin"]);
+      assert.equal(decode(back.content), "# earlier turns\n");
+      assert.deepEqual(Buffer.from(bigBack.content).equals(Buffer.from(big)), true);
+      assert.equal((await box.execute(`cat ${history}`)).output, "# earlier turns\n", "the agent's shell sees the same file");
+      await box.execute("mkdir -p /tmp/a-dir && printf secret > /tmp/secret && chmod 000 /tmp/secret");
+      const refused = await box.downloadFiles(["/tmp/missing", "/tmp/a-dir", "/tmp/secret"]);
+      assert.deepEqual(refused.map((r) => r.error), ["file_not_found", "is_directory", "permission_denied"]);
+      await box.close();
+    });
   });
-
-  test("default transfer limits are the protocol's", () => {
-    assert.deepEqual(DEFAULT_TRANSFER_LIMITS, { max_bytes_per_file: 8388608, max_total_bytes: 33554432, max_files: 64 });
-  });
-});
+}
