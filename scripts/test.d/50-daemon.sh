@@ -15,7 +15,7 @@ status=0
 backends=(testing)
 probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
-echo '{"backends":[{"type":"linux"}],"min_isolation":"container"}' >"$probe/linux.json"
+echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$probe/state\"}],\"min_isolation\":\"container\"}" >"$probe/linux.json"
 echo '{"kind":"deepagents","requires":["exec","files_in","files_out"]}' >"$probe/spec.json"
 if reason=$("$airlock" check --config "$probe/linux.json" --spec "$probe/spec.json" 2>&1); then
   backends+=(linux)

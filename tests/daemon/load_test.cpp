@@ -72,6 +72,22 @@ std::vector<int> children_of(int pid) {
   return children;
 }
 
+// Processes running an airlock helper binary (the sandboxes' init and monitor processes), by the
+// name of the executable they run — wherever they were reparented to.
+std::size_t airlock_helper_processes() {
+  std::size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink(entry.path() / "exe", error);
+    if (error) continue;
+    const std::string binary = exe.filename().string();
+    if (binary.rfind("airlock-", 0) == 0) ++count;
+  }
+  return count;
+}
+
 // Cgroup directories whose name mentions airlock, under every mounted hierarchy.
 std::size_t airlock_cgroups() {
   std::size_t count = 0;
@@ -120,7 +136,10 @@ class Airlockd {
     const auto ready = dir / "ready.json";
     json::Json document;
     if (backend == "linux") {
-      document = {{"backends", {{{"type", "linux"}}}}, {"min_isolation", "container"}};
+      // Its own state directory: the backend's durable state must end empty, and other suites
+      // running on this machine keep theirs elsewhere.
+      document = {{"backends", {{{"type", "linux"}, {"state_dir", (dir / "linux-state").string()}}}},
+                  {"min_isolation", "container"}};
     } else {
       document = {{"backends",
                    {{{"type", "testing"},
@@ -179,6 +198,7 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
   TempDir dir;
   const std::size_t mounts_before = line_count("/proc/self/mountinfo");
   const std::size_t cgroups_before = airlock_cgroups();
+  const std::size_t helpers_before = airlock_helper_processes();
   Airlockd daemon(dir.path(), backend);
   const Client client(daemon.socket());
   ASSERT_EQ(client.get("/v1/health").status, 200);
@@ -297,6 +317,13 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
   EXPECT_EQ(airlock_cgroups(), cgroups_before) << "an airlock cgroup was left behind";
   EXPECT_EQ(daemon.stop(), 0) << "airlockd exits cleanly on SIGTERM";
   EXPECT_EQ(line_count("/proc/self/mountinfo"), mounts_before) << "a mount was left behind";
+  std::size_t helpers_after = airlock_helper_processes();
+  for (int i = 0; i < 100 && helpers_after > helpers_before; ++i) {
+    std::this_thread::sleep_for(50ms);
+    helpers_after = airlock_helper_processes();
+  }
+  EXPECT_LE(helpers_after, helpers_before) << "an airlock helper process (a sandbox's init) outlived "
+                                              "its purge and the daemon";
   EXPECT_FALSE(std::filesystem::exists(daemon.socket())) << "the socket is removed on shutdown";
 }
 

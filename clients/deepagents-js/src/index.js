@@ -290,6 +290,7 @@ export class AirlockSandbox extends BaseSandbox {
     }
     const body = reply.json();
     this.#handle = body.sandbox;
+    this.#closed = false;
     this.#note(body.instance_id);
     return this.#handle;
   }

@@ -17,15 +17,16 @@ export function airlockdPath() {
 
 // The router documents the tests run against. `testing` is the in-process fake (no isolation,
 // a filesystem in memory, no real shell); `linux` is the embedded backend.
+// linux keeps its durable state in the test's own directory, apart from other suites'.
 const CONFIGS = {
-  testing: {
+  testing: () => ({
     backends: [{ type: "testing", capabilities: ["exec", "files_in", "files_out", "files_list", "files_delete"] }],
     min_isolation: "none",
-  },
-  linux: {
-    backends: [{ type: "linux" }],
+  }),
+  linux: (dir) => ({
+    backends: [{ type: "linux", state_dir: join(dir, "linux-state") }],
     min_isolation: "container",
-  },
+  }),
 };
 
 let linuxProbe;
@@ -39,7 +40,7 @@ export function linuxUnavailable() {
   const dir = mkdtempSync(join(tmpdir(), "airlockd-probe-"));
   try {
     const config = join(dir, "config.json");
-    writeFileSync(config, JSON.stringify(CONFIGS.linux));
+    writeFileSync(config, JSON.stringify(CONFIGS.linux(dir)));
     const probe = spawnSync(airlockdPath(), ["--version"], { encoding: "utf8" });
     if (probe.status !== 0) return (linuxProbe = `airlockd --version failed: ${probe.stderr}`);
     // `airlock check` builds the same router from the same document: an unknown type is named.
@@ -74,7 +75,7 @@ export function skipLoudly(t, reason) {
 export async function startDaemon(backend = "testing", extraArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), "airlockd-js-"));
   const config = join(dir, "config.json");
-  writeFileSync(config, JSON.stringify(CONFIGS[backend]));
+  writeFileSync(config, JSON.stringify(CONFIGS[backend](dir)));
   const socketPath = join(dir, "airlockd.sock");
   const stateDir = join(dir, "state");
   const ready = join(dir, "ready.json");
