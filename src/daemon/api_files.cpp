@@ -39,9 +39,10 @@ Road road_of(const HttpRequest& request) {
 std::string working_directory_of(const HttpRequest& request, const SandboxSpec& spec) {
   auto value = optional_query(request, "working_directory");
   if (value && value->empty()) {
-    throw InvalidArgument("query.working_directory: must not be empty (omit it for the spec's "
-                          "work_dir)",
-                          "query.working_directory");
+    throw InvalidArgument(
+        "query.working_directory: must not be empty (omit it for the spec's "
+        "work_dir)",
+        "query.working_directory");
   }
   return value.value_or(spec.work_dir());
 }
@@ -53,9 +54,10 @@ std::uint64_t Api::upload_cap(const HttpRequest& request) const {
 }
 
 Milliseconds Api::road_timeout(const HttpRequest& request) const {
-  return Milliseconds(query_count(request, "timeout_ms", 1,
-                                  static_cast<std::uint64_t>(limits_.max_exec_timeout.count()))
-                          .value_or(static_cast<std::uint64_t>(limits_.default_exec_timeout.count())));
+  return Milliseconds(
+      query_count(request, "timeout_ms", 1,
+                  static_cast<std::uint64_t>(limits_.max_exec_timeout.count()))
+          .value_or(static_cast<std::uint64_t>(limits_.default_exec_timeout.count())));
 }
 
 HttpResponse Api::put_file(const HttpRequest& request) {
@@ -162,8 +164,7 @@ HttpResponse Api::stat(const HttpRequest& request) {
   } catch (const std::exception& error) {
     return error_response(error, true);
   }
-  return HttpResponse::json(
-      200, {{"entry", entry ? json::to_json(*entry) : json::Json(nullptr)}});
+  return HttpResponse::json(200, {{"entry", entry ? json::to_json(*entry) : json::Json(nullptr)}});
 }
 
 HttpResponse Api::list(const HttpRequest& request) {

@@ -25,16 +25,17 @@ HttpResponse Api::outputs(const HttpRequest& request) {
     Fields fields(body, "body");
     if (const json::Json* value = fields.optional("outputs")) {
       if (!value->is_array()) {
-        throw InvalidArgument("body.outputs: expected an array of declared outputs", "body.outputs");
+        throw InvalidArgument("body.outputs: expected an array of declared outputs",
+                              "body.outputs");
       }
       for (std::size_t i = 0; i < value->size(); ++i) {
-        call_time.push_back(json::parse_declared_output(
-            (*value)[i], "body.outputs[" + std::to_string(i) + "]"));
+        call_time.push_back(
+            json::parse_declared_output((*value)[i], "body.outputs[" + std::to_string(i) + "]"));
       }
     }
     if (const json::Json* value = fields.optional("normalization")) {
-      normalization = parse_name_normalization(fields.string("normalization", *value),
-                                               "body.normalization");
+      normalization =
+          parse_name_normalization(fields.string("normalization", *value), "body.normalization");
     }
     fields.refuse_unknown();
   }
@@ -45,10 +46,9 @@ HttpResponse Api::outputs(const HttpRequest& request) {
   sink.normalization = normalization;
   sink.deliver = [&collected](const Artifact& artifact) {
     collected.push_back(artifact);
-    return LandedArtifact{artifact.name,
-                          artifact.name + " (" + std::to_string(artifact.content.size()) +
-                              " bytes)",
-                          std::nullopt};
+    return LandedArtifact{
+        artifact.name, artifact.name + " (" + std::to_string(artifact.content.size()) + " bytes)",
+        std::nullopt};
   };
   // A read changes nothing in the sandbox: a refused or failed collection never condemns it.
   collect_outputs(*call.sandbox, *call.record.spec, &sink, std::move(call_time));
@@ -59,10 +59,12 @@ HttpResponse Api::outputs(const HttpRequest& request) {
                      {"kind", artifact.kind},
                      {"size_bytes", artifact.content.size()},
                      {"content_base64", base64_encode(artifact.content)}};
-    entry["media_type"] = artifact.media_type ? json::Json(*artifact.media_type) : json::Json(nullptr);
+    entry["media_type"] =
+        artifact.media_type ? json::Json(*artifact.media_type) : json::Json(nullptr);
     artifacts.push_back(std::move(entry));
   }
-  return HttpResponse::json(200, {{"artifacts", artifacts}, {"instance_id", call.record.instance_id}});
+  return HttpResponse::json(200,
+                            {{"artifacts", artifacts}, {"instance_id", call.record.instance_id}});
 }
 
 }  // namespace airlock::daemon

@@ -100,10 +100,11 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   const json::Json body = parse_json_body(request);
   Fields fields(body, "body");
   const SandboxKey key = json::parse_key(fields.required("key"), "body.key");
-  auto spec = std::make_shared<const SandboxSpec>(
-      json::parse_spec(fields.required("spec"), "body.spec"));
+  auto spec =
+      std::make_shared<const SandboxSpec>(json::parse_spec(fields.required("spec"), "body.spec"));
   fields.refuse_unknown();
-  if (key.scope.empty()) throw InvalidArgument("body.key.scope: must not be empty", "body.key.scope");
+  if (key.scope.empty())
+    throw InvalidArgument("body.key.scope: must not be empty", "body.key.scope");
 
   const RoutingDecision decision = router_.ensure_can_serve(*spec);
   if (!router_.enabled()) {
@@ -120,7 +121,8 @@ HttpResponse Api::acquire(const HttpRequest& request) {
     throw HttpError(409, "SandboxHandleConflict",
                     "this key already has a '" + spec->kind() +
                         "' sandbox with this egress posture under a different spec; dispose "
-                        "it first (DELETE /v1/sandboxes/" + record.handle + ")",
+                        "it first (DELETE /v1/sandboxes/" +
+                        record.handle + ")",
                     "body.spec");
   }
 
@@ -185,8 +187,8 @@ HttpResponse Api::dispose(const HttpRequest& request) {
 }
 
 ExecResult Api::run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
-                               std::chrono::steady_clock::time_point started,
-                               Milliseconds timeout) {
+                                std::chrono::steady_clock::time_point started,
+                                Milliseconds timeout) {
   try {
     return call.sandbox->exec(command, options);
   } catch (const NotFound& missing) {

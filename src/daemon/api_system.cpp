@@ -30,14 +30,14 @@ void Api::add_routes(RouteTable& table) {
              BodyKind::json, nullptr, "body", bind(&Api::purge)});
   table.add({"POST", "/v1/sandboxes", "acquire (get-or-create) the sandbox for a key and spec",
              BodyKind::json, nullptr, "body", bind(&Api::acquire)});
-  table.add({"GET", "/v1/sandboxes", "every handle in the daemon's durable state",
-             BodyKind::none, nullptr, "body", bind(&Api::list_sandboxes)});
+  table.add({"GET", "/v1/sandboxes", "every handle in the daemon's durable state", BodyKind::none,
+             nullptr, "body", bind(&Api::list_sandboxes)});
   table.add({"GET", "/v1/sandboxes/{handle}", "one handle's record", BodyKind::none, nullptr,
              "body", bind(&Api::describe_sandbox)});
   table.add({"DELETE", "/v1/sandboxes/{handle}", "dispose the handle's instance (exclusively)",
              BodyKind::none, nullptr, "body", bind(&Api::dispose)});
-  table.add({"POST", "/v1/sandboxes/{handle}/exec", "run an argv or a shell line",
-             BodyKind::json, nullptr, "body", bind(&Api::exec)});
+  table.add({"POST", "/v1/sandboxes/{handle}/exec", "run an argv or a shell line", BodyKind::json,
+             nullptr, "body", bind(&Api::exec)});
   table.add({"PUT", "/v1/sandboxes/{handle}/files", "write one file (raw body)", BodyKind::bytes,
              [this](const HttpRequest& request) { return upload_cap(request); },
              "spec.files_in.max_bytes_per_file", bind(&Api::put_file)});
@@ -47,8 +47,8 @@ void Api::add_routes(RouteTable& table) {
              BodyKind::none, nullptr, "body", bind(&Api::delete_file)});
   table.add({"GET", "/v1/sandboxes/{handle}/stat", "describe a path like lstat", BodyKind::none,
              nullptr, "body", bind(&Api::stat)});
-  table.add({"GET", "/v1/sandboxes/{handle}/list", "a directory's direct children",
-             BodyKind::none, nullptr, "body", bind(&Api::list)});
+  table.add({"GET", "/v1/sandboxes/{handle}/list", "a directory's direct children", BodyKind::none,
+             nullptr, "body", bind(&Api::list)});
   table.add({"POST", "/v1/sandboxes/{handle}/outputs",
              "collect the spec's declared outputs (and call-time ones) under its caps",
              BodyKind::json, nullptr, "body", bind(&Api::outputs)});
@@ -57,16 +57,16 @@ void Api::add_routes(RouteTable& table) {
 HttpResponse Api::health(const HttpRequest& request) {
   refuse_unknown_query(request, {});
   const bool draining = draining_.load();
-  const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(
-                          std::chrono::steady_clock::now() - started_)
-                          .count();
-  json::Json body{{"status", draining ? "draining" : "ok"},
-                  {"version", "0.1.0"},
-                  {"api", "v1"},
-                  {"uptime_seconds", uptime},
-                  {"backend", router_.enabled() ? json::Json(router_.backend()->name())
-                                                : json::Json(nullptr)},
-                  {"requests_in_flight", metrics_.requests_in_flight()}};
+  const auto uptime =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
+          .count();
+  json::Json body{
+      {"status", draining ? "draining" : "ok"},
+      {"version", "0.1.0"},
+      {"api", "v1"},
+      {"uptime_seconds", uptime},
+      {"backend", router_.enabled() ? json::Json(router_.backend()->name()) : json::Json(nullptr)},
+      {"requests_in_flight", metrics_.requests_in_flight()}};
   return HttpResponse::json(draining ? 503 : 200, body);
 }
 
@@ -95,8 +95,8 @@ HttpResponse Api::backends(const HttpRequest& request) {
   options.denied_identities.for_each(
       [&](Identity member) { denied_identities.push_back(std::string(to_string(member))); });
   return HttpResponse::json(
-      200, {{"selected", router_.enabled() ? json::Json(router_.backend()->name())
-                                           : json::Json(nullptr)},
+      200, {{"selected",
+             router_.enabled() ? json::Json(router_.backend()->name()) : json::Json(nullptr)},
             {"min_isolation", std::string(to_string(options.min_isolation))},
             {"denied_capabilities", denied_capabilities},
             {"denied_identities", denied_identities},
@@ -141,17 +141,14 @@ HttpResponse Api::purge(const HttpRequest& request) {
     throw InvalidArgument("body.thread_id: must not be empty (omit it to purge every thread)",
                           "body.thread_id");
   }
-  const int disposed =
-      router_.dispose_scope(scope, thread_id ? std::optional<std::string_view>(*thread_id)
-                                             : std::nullopt);
-  const auto forgotten =
-      store_.erase_scope(scope, thread_id ? std::optional<std::string_view>(*thread_id)
-                                          : std::nullopt);
+  const int disposed = router_.dispose_scope(
+      scope, thread_id ? std::optional<std::string_view>(*thread_id) : std::nullopt);
+  const auto forgotten = store_.erase_scope(
+      scope, thread_id ? std::optional<std::string_view>(*thread_id) : std::nullopt);
   metrics_.sandboxes_disposed(disposed);
   spdlog::info("purge: {} sandbox(es) disposed, {} handle(s) forgotten", disposed,
                forgotten.size());
-  return HttpResponse::json(200, {{"disposed", disposed},
-                                  {"handles_forgotten", forgotten.size()}});
+  return HttpResponse::json(200, {{"disposed", disposed}, {"handles_forgotten", forgotten.size()}});
 }
 
 }  // namespace airlock::daemon

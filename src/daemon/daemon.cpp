@@ -18,7 +18,9 @@ Daemon::Daemon(DaemonOptions options, std::unique_ptr<SandboxRouter> router)
   api_.add_routes(routes_);
 }
 
-Daemon::~Daemon() { shutdown(); }
+Daemon::~Daemon() {
+  shutdown();
+}
 
 void Daemon::start() {
   server_ = std::make_unique<HttpServer>(routes_, metrics_, options_.server, options_.token,
@@ -44,9 +46,10 @@ void Daemon::start() {
     tcp_address_ = tcp.address;
     server_->serve(tcp.fd, /*tcp=*/true);
     if (options_.token.empty()) {
-      spdlog::warn("serving TCP on {} WITHOUT a bearer token: any process that reaches the port "
-                   "drives sandboxes",
-                   tcp_address_);
+      spdlog::warn(
+          "serving TCP on {} WITHOUT a bearer token: any process that reaches the port "
+          "drives sandboxes",
+          tcp_address_);
     }
   }
   spdlog::info("airlockd: serving on unix:{}{}{}", options_.socket_path,
@@ -65,8 +68,7 @@ void Daemon::shutdown() {
                  server_->in_flight());
     server_->cancel_in_flight();
     if (!server_->wait_idle(std::chrono::steady_clock::now() + std::chrono::seconds(10))) {
-      spdlog::error("shutdown: {} request(s) did not end after cancellation",
-                    server_->in_flight());
+      spdlog::error("shutdown: {} request(s) did not end after cancellation", server_->in_flight());
     }
   }
   server_->stop();
@@ -77,6 +79,8 @@ void Daemon::hurry() {
   if (server_) server_->cancel_in_flight();
 }
 
-std::size_t Daemon::requests_in_flight() const { return server_ ? server_->in_flight() : 0; }
+std::size_t Daemon::requests_in_flight() const {
+  return server_ ? server_->in_flight() : 0;
+}
 
 }  // namespace airlock::daemon

@@ -114,7 +114,9 @@ DisconnectWatch::Guard& DisconnectWatch::Guard::operator=(Guard&& other) noexcep
   return *this;
 }
 
-DisconnectWatch::Guard::~Guard() { reset(); }
+DisconnectWatch::Guard::~Guard() {
+  reset();
+}
 
 void DisconnectWatch::Guard::reset() noexcept {
   if (watch_) watch_->forget(id_, fd_);

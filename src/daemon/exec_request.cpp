@@ -11,9 +11,10 @@ Command command_of(Fields& fields) {
   const json::Json* argv = fields.optional("argv");
   const json::Json* shell = fields.optional("shell");
   if ((argv == nullptr) == (shell == nullptr)) {
-    throw InvalidArgument("body: exactly one of argv (an array of strings, never through a "
-                          "shell) or shell (a line run as sh -c) is required",
-                          argv ? "body.shell" : "body.argv");
+    throw InvalidArgument(
+        "body: exactly one of argv (an array of strings, never through a "
+        "shell) or shell (a line run as sh -c) is required",
+        argv ? "body.shell" : "body.argv");
   }
   const std::string field = argv ? "body.argv" : "body.shell";
   try {
@@ -40,9 +41,10 @@ ExecRequest parse_exec_request(const json::Json& body, const ApiLimits& limits) 
   if (const json::Json* value = fields.optional("working_directory")) {
     working_directory = fields.string("working_directory", *value);
     if (working_directory->empty()) {
-      throw InvalidArgument("body.working_directory: must not be empty (omit it for the spec's "
-                            "work_dir)",
-                            "body.working_directory");
+      throw InvalidArgument(
+          "body.working_directory: must not be empty (omit it for the spec's "
+          "work_dir)",
+          "body.working_directory");
     }
   }
   Milliseconds timeout = limits.default_exec_timeout;
@@ -61,9 +63,9 @@ ExecRequest parse_exec_request(const json::Json& body, const ApiLimits& limits) 
     } else if (overflow == "truncate") {
       options.overflow = OutputOverflow::truncate;
     } else {
-      throw InvalidArgument("body.overflow: unknown value \"" + overflow +
-                                "\" (allowed: refuse, truncate)",
-                            "body.overflow");
+      throw InvalidArgument(
+          "body.overflow: unknown value \"" + overflow + "\" (allowed: refuse, truncate)",
+          "body.overflow");
     }
   }
   if (const json::Json* value = fields.optional("stdin_base64")) {
@@ -89,8 +91,7 @@ ExecRequest parse_exec_request(const json::Json& body, const ApiLimits& limits) 
     }
   }
   fields.refuse_unknown();
-  return ExecRequest{std::move(command), std::move(working_directory), timeout,
-                     std::move(options)};
+  return ExecRequest{std::move(command), std::move(working_directory), timeout, std::move(options)};
 }
 
 }  // namespace airlock::daemon

@@ -46,7 +46,8 @@ HandleRecord parse_record(const json::Json& value, const std::string& where) {
   record.handle = value.at("handle").get<std::string>();
   record.backend = value.at("backend").get<std::string>();
   record.key = json::parse_key(value.at("key"), where + ".key");
-  record.spec = std::make_shared<const SandboxSpec>(json::parse_spec(value.at("spec"), where + ".spec"));
+  record.spec =
+      std::make_shared<const SandboxSpec>(json::parse_spec(value.at("spec"), where + ".spec"));
   record.instance_id = value.at("instance_id").get<std::string>();
   record.created_at = value.at("created_at").get<std::int64_t>();
   if (derive_handle(record.backend, record.key, *record.spec) != record.handle) {
@@ -62,18 +63,14 @@ std::string derive_handle(std::string_view backend, const SandboxKey& key,
                           const SandboxSpec& spec) {
   const std::string posture = spec.egress_posture();
   return "sbx-" + sha256_hex(length_prefixed({"airlockd-handle-v1", backend, key.scope,
-                                              key.thread_id, key.agent_dir, spec.kind(),
-                                              posture}))
+                                              key.thread_id, key.agent_dir, spec.kind(), posture}))
                       .substr(0, 32);
 }
 
 json::Json to_json(const HandleRecord& record) {
-  return json::Json{{"version", kRecordVersion},
-                    {"handle", record.handle},
-                    {"backend", record.backend},
-                    {"key", json::to_json(record.key)},
-                    {"spec", json::to_json(*record.spec)},
-                    {"instance_id", record.instance_id},
+  return json::Json{{"version", kRecordVersion},           {"handle", record.handle},
+                    {"backend", record.backend},           {"key", json::to_json(record.key)},
+                    {"spec", json::to_json(*record.spec)}, {"instance_id", record.instance_id},
                     {"created_at", record.created_at}};
 }
 
@@ -191,11 +188,10 @@ void HandleStore::write(const HandleRecord& record) {
   const auto target = directory_ / (record.handle + ".json");
   const auto temporary = directory_ / (record.handle + ".json.tmp." + std::to_string(getpid()) +
                                        "." + std::to_string(counter++));
-  const int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                      0600);
+  const int fd =
+      open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    throw SystemError("cannot write a handle record: " + std::string(std::strerror(errno)),
-                      errno);
+    throw SystemError("cannot write a handle record: " + std::string(std::strerror(errno)), errno);
   }
   std::size_t written = 0;
   while (written < text.size()) {
@@ -216,8 +212,7 @@ void HandleStore::write(const HandleRecord& record) {
   if (rename(temporary.c_str(), target.c_str()) != 0) {
     const int error = errno;
     unlink(temporary.c_str());
-    throw SystemError("cannot store a handle record: " + std::string(std::strerror(error)),
-                      error);
+    throw SystemError("cannot store a handle record: " + std::string(std::strerror(error)), error);
   }
 }
 

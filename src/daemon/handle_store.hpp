@@ -31,13 +31,12 @@ struct HandleRecord {
   std::string backend;
   SandboxKey key;
   std::shared_ptr<const SandboxSpec> spec;
-  std::string instance_id;  // the instance the last admitted call reached
+  std::string instance_id;      // the instance the last admitted call reached
   std::int64_t created_at = 0;  // unix seconds
 };
 
 // The handle for (backend, key, spec.kind, spec.egress_posture()).
-std::string derive_handle(std::string_view backend, const SandboxKey& key,
-                          const SandboxSpec& spec);
+std::string derive_handle(std::string_view backend, const SandboxKey& key, const SandboxSpec& spec);
 
 class HandleStore {
  public:

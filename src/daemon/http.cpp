@@ -70,7 +70,9 @@ HttpResponse HttpResponse::bytes(int status, std::string body) {
   return response;
 }
 
-void RouteTable::add(Route route) { routes_.push_back(std::move(route)); }
+void RouteTable::add(Route route) {
+  routes_.push_back(std::move(route));
+}
 
 RouteTable::Match RouteTable::match(std::string_view method, std::string_view path) const {
   Match match;

@@ -22,9 +22,9 @@ namespace airlock::daemon {
 
 struct HttpRequest {
   std::string method;
-  std::string path;                            // percent-decoded by the HTTP library
-  std::map<std::string, std::string> query;    // each name at most once; values NUL-free
-  std::map<std::string, std::string> params;   // the route's {placeholders}
+  std::string path;                           // percent-decoded by the HTTP library
+  std::map<std::string, std::string> query;   // each name at most once; values NUL-free
+  std::map<std::string, std::string> params;  // the route's {placeholders}
   std::string body;
   // Requested when the client hangs up mid-request, or when the daemon's shutdown grace has run
   // out. A handler passes it to whatever waits (admission, exec) so that nothing outlives a
@@ -70,9 +70,9 @@ class RouteTable {
   void add(Route route);
 
   struct Match {
-    const Route* route = nullptr;           // null: no route for this method
+    const Route* route = nullptr;  // null: no route for this method
     std::map<std::string, std::string> params;
-    std::vector<std::string> allowed;       // methods the path has, when `route` is null
+    std::vector<std::string> allowed;  // methods the path has, when `route` is null
   };
   // The route for (method, path). `allowed` empty and `route` null: the path is unknown (404);
   // `allowed` non-empty: the path exists under other methods (405).

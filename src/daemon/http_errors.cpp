@@ -10,10 +10,14 @@ int http_status_for(const std::exception& error) noexcept {
   if (const auto* http = dynamic_cast<const HttpError*>(&error)) return http->status();
   if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) {
     switch (refused->refusal()) {
-      case FileRefusal::not_found: return 404;
-      case FileRefusal::is_directory: return 409;
-      case FileRefusal::permission_denied: return 403;
-      case FileRefusal::invalid_path: return 400;
+      case FileRefusal::not_found:
+        return 404;
+      case FileRefusal::is_directory:
+        return 409;
+      case FileRefusal::permission_denied:
+        return 403;
+      case FileRefusal::invalid_path:
+        return 400;
     }
     return 400;
   }
@@ -92,8 +96,7 @@ std::optional<FileRefusal> file_refusal_of(const std::exception& error) noexcept
   return std::nullopt;
 }
 
-HttpResponse error_response(const std::exception& error, bool file_route,
-                            const json::Json& extra) {
+HttpResponse error_response(const std::exception& error, bool file_route, const json::Json& extra) {
   const int status = http_status_for(error);
   json::Json body = json::error_to_json(error);
   if (status == 500 && dynamic_cast<const Error*>(&error) == nullptr) {

@@ -191,13 +191,13 @@ struct Callbacks {
                                       "url"));
     }
     if (!server.accepting()) {
-      return HttpResponse::json(503, {{"error",
-                                       {{"type", "DaemonDraining"},
-                                        {"message", "the daemon is shutting down"}}}});
+      return HttpResponse::json(
+          503,
+          {{"error", {{"type", "DaemonDraining"}, {"message", "the daemon is shutting down"}}}});
     }
     if (listener.tcp && !server.authorized(connection)) {
-      HttpResponse refused = error_response(HttpError(
-          401, "Unauthorized", "a bearer token is required over TCP", "Authorization"));
+      HttpResponse refused = error_response(
+          HttpError(401, "Unauthorized", "a bearer token is required over TCP", "Authorization"));
       refused.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"airlockd\"");
       return refused;
     }
@@ -217,18 +217,16 @@ struct Callbacks {
     const auto match = server.routes_.match(state.request.method, state.request.path);
     if (!match.route) {
       if (match.allowed.empty()) {
-        return error_response(HttpError(404, "NotFound",
-                                        "no route " + state.request.method + " " +
-                                            state.request.path,
-                                        "url"));
+        return error_response(HttpError(
+            404, "NotFound", "no route " + state.request.method + " " + state.request.path, "url"));
       }
       std::string allowed;
       for (const auto& method : match.allowed) allowed += (allowed.empty() ? "" : ", ") + method;
-      HttpResponse refused = error_response(
-          HttpError(405, "MethodNotAllowed",
-                    state.request.path + " does not take " + state.request.method +
-                        " (allowed: " + allowed + ")",
-                    "method"));
+      HttpResponse refused =
+          error_response(HttpError(405, "MethodNotAllowed",
+                                   state.request.path + " does not take " + state.request.method +
+                                       " (allowed: " + allowed + ")",
+                                   "method"));
       refused.headers.emplace_back("Allow", allowed);
       return refused;
     }
@@ -258,15 +256,15 @@ struct Callbacks {
       char* end = nullptr;
       const unsigned long long declared = std::strtoull(length, &end, 10);
       if (errno != 0 || end == length || *end != '\0') {
-        return error_response(HttpError(400, "InvalidArgument", "Content-Length is not a number",
-                                        "Content-Length"));
+        return error_response(
+            HttpError(400, "InvalidArgument", "Content-Length is not a number", "Content-Length"));
       }
       if (declared > state.body_cap) {
-        return error_response(HttpError(
-            413, "RequestBodyTooLarge",
-            "the request body of " + std::to_string(declared) + " bytes exceeds this route's cap of " +
-                std::to_string(state.body_cap) + " bytes",
-            match.route->body_cap_check));
+        return error_response(HttpError(413, "RequestBodyTooLarge",
+                                        "the request body of " + std::to_string(declared) +
+                                            " bytes exceeds this route's cap of " +
+                                            std::to_string(state.body_cap) + " bytes",
+                                        match.route->body_cap_check));
       }
     }
     return std::nullopt;
@@ -365,8 +363,7 @@ struct Callbacks {
     auto* server = static_cast<HttpServer*>(cls);
     auto* state = static_cast<HttpServer::RequestState*>(*request_context);
     if (!state) return;
-    const double seconds =
-        std::chrono::duration<double>(Clock::now() - state->started).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - state->started).count();
     // 499: the client went before an answer could be sent (nginx's spelling; never on a wire).
     int status = state->status;
     if (status == 0 || (code != MHD_REQUEST_TERMINATED_COMPLETED_OK && status < 400)) {
@@ -388,7 +385,9 @@ HttpServer::HttpServer(const RouteTable& routes, Metrics& metrics, ServerLimits 
       allow_tcp_without_token_(allow_tcp_without_token),
       reaper_([this](std::stop_token stop) { reap(stop); }) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
 void HttpServer::serve(int listen_fd, bool tcp) {
   auto listener = std::make_unique<Listener>();
@@ -402,27 +401,25 @@ void HttpServer::serve(int listen_fd, bool tcp) {
         "drive sandboxes. Pass --dangerously-allow-tcp-without-token only in a test rig",
         "tcp");
   }
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                   MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                   MHD_USE_ITC | MHD_USE_ERROR_LOG;
   MHD_Daemon* mhd = nullptr;
   if (tcp) {
     mhd = MHD_start_daemon(
-        flags, 0, nullptr, nullptr, &Callbacks::on_access, listener.get(),
-        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-        limits_.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-        limits_.max_connections_per_ip, MHD_OPTION_CONNECTION_TIMEOUT,
-        limits_.idle_timeout_seconds, MHD_OPTION_NOTIFY_COMPLETED, &Callbacks::on_completed,
-        this, MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::on_connection, this,
-        MHD_OPTION_UNESCAPE_CALLBACK, &Callbacks::unescape, nullptr,
+        flags, 0, nullptr, nullptr, &Callbacks::on_access, listener.get(), MHD_OPTION_LISTEN_SOCKET,
+        listen_fd, MHD_OPTION_CONNECTION_LIMIT, limits_.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits_.max_connections_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds, MHD_OPTION_NOTIFY_COMPLETED,
+        &Callbacks::on_completed, this, MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::on_connection,
+        this, MHD_OPTION_UNESCAPE_CALLBACK, &Callbacks::unescape, nullptr,
         MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, nullptr, MHD_OPTION_END);
   } else {
     mhd = MHD_start_daemon(
-        flags, 0, nullptr, nullptr, &Callbacks::on_access, listener.get(),
-        MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT,
-        limits_.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds,
-        MHD_OPTION_NOTIFY_COMPLETED, &Callbacks::on_completed, this,
-        MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::on_connection, this,
-        MHD_OPTION_UNESCAPE_CALLBACK, &Callbacks::unescape, nullptr,
+        flags, 0, nullptr, nullptr, &Callbacks::on_access, listener.get(), MHD_OPTION_LISTEN_SOCKET,
+        listen_fd, MHD_OPTION_CONNECTION_LIMIT, limits_.max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, limits_.idle_timeout_seconds, MHD_OPTION_NOTIFY_COMPLETED,
+        &Callbacks::on_completed, this, MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::on_connection,
+        this, MHD_OPTION_UNESCAPE_CALLBACK, &Callbacks::unescape, nullptr,
         MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, nullptr, MHD_OPTION_END);
   }
   if (!mhd) {
@@ -490,7 +487,7 @@ void HttpServer::reap(std::stop_token stop) {
       // lock first.
       spdlog::debug("http: closing a connection stalled while {}",
                     connection->phase == Phase::awaiting_request ? "sending its request"
-                                                                  : "sending its body");
+                                                                 : "sending its body");
       shutdown(connection->fd, SHUT_RDWR);
       reaped = true;
     }

@@ -105,8 +105,8 @@ class HttpServer {
 
   mutable std::mutex mutex_;
   std::condition_variable idle_;
-  std::map<Connection*, bool> connections_;     // value: already reaped
-  std::map<RequestState*, bool> requests_;      // in flight
+  std::map<Connection*, bool> connections_;  // value: already reaped
+  std::map<RequestState*, bool> requests_;   // in flight
   DisconnectWatch watch_;
   std::jthread reaper_;  // last
 };

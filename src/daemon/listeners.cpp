@@ -75,13 +75,13 @@ int bind_unix_socket(const std::string& path, mode_t mode, std::optional<gid_t> 
   struct stat existing {};
   if (lstat(path.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
-      throw InvalidArgument("--socket: '" + path + "' exists and is not a socket; refusing to "
+      throw InvalidArgument("--socket: '" + path +
+                                "' exists and is not a socket; refusing to "
                                 "replace it",
                             "socket");
     }
     if (socket_is_live(address)) {
-      throw InvalidArgument("--socket: another server is accepting connections on '" + path +
-                                "'",
+      throw InvalidArgument("--socket: another server is accepting connections on '" + path + "'",
                             "socket");
     }
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -152,8 +152,7 @@ TcpListener bind_tcp_socket(const std::string& host_port) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   if (const int status = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); status != 0) {
-    throw InvalidArgument("--tcp: cannot resolve \"" + host + "\": " + gai_strerror(status),
-                          "tcp");
+    throw InvalidArgument("--tcp: cannot resolve \"" + host + "\": " + gai_strerror(status), "tcp");
   }
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   int last_error = 0;

@@ -23,8 +23,7 @@ std::string escape(std::string_view value) {
   return out;
 }
 
-void header(std::string& out, std::string_view name, std::string_view type,
-            std::string_view help) {
+void header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
@@ -83,8 +82,9 @@ std::string Metrics::render() const {
     std::lock_guard lock(mutex_);
     for (const auto& [labels, count] : requests_) {
       const auto& [method, route, status] = labels;
-      out += fmt::format("airlock_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}\"}} {}\n",
-                         escape(method), escape(route), status, count);
+      out += fmt::format(
+          "airlock_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}\"}} {}\n",
+          escape(method), escape(route), status, count);
     }
   }
   header(out, "airlock_http_request_duration_seconds", "histogram",

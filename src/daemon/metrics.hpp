@@ -28,9 +28,8 @@ namespace airlock::daemon {
 
 class Histogram {
  public:
-  static constexpr std::array<double, 15> kBounds{0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                  0.025,  0.05,  0.1,    0.25,  0.5,
-                                                  1,      2.5,   10,     30,    120};
+  static constexpr std::array<double, 15> kBounds{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30, 120};
   void observe(double seconds) noexcept;
   // Appends the `_bucket`, `_sum` and `_count` lines for `name`.
   void render(std::string& out, std::string_view name) const;

@@ -13,12 +13,18 @@ namespace {
 
 std::string type_name(const json::Json& value) {
   switch (value.type()) {
-    case json::Json::value_t::null: return "null";
-    case json::Json::value_t::boolean: return "a boolean";
-    case json::Json::value_t::string: return "a string";
-    case json::Json::value_t::array: return "an array";
-    case json::Json::value_t::object: return "an object";
-    default: return value.is_number() ? "a number" : "something else";
+    case json::Json::value_t::null:
+      return "null";
+    case json::Json::value_t::boolean:
+      return "a boolean";
+    case json::Json::value_t::string:
+      return "a string";
+    case json::Json::value_t::array:
+      return "an array";
+    case json::Json::value_t::object:
+      return "an object";
+    default:
+      return value.is_number() ? "a number" : "something else";
   }
 }
 
@@ -36,7 +42,9 @@ Fields::Fields(const json::Json& value, std::string where)
   if (!value_.is_object()) refuse(where_, "expected an object, got " + type_name(value_));
 }
 
-std::string Fields::path(std::string_view field) const { return where_ + "." + std::string(field); }
+std::string Fields::path(std::string_view field) const {
+  return where_ + "." + std::string(field);
+}
 
 const json::Json* Fields::optional(std::string_view field) {
   seen_.emplace(field);
@@ -58,8 +66,8 @@ std::string Fields::string(std::string_view field, const json::Json& value) cons
 
 std::uint64_t Fields::count(std::string_view field, const json::Json& value, std::uint64_t minimum,
                             std::uint64_t maximum) const {
-  const bool whole = value.is_number_unsigned() ||
-                     (value.is_number_integer() && value.get<std::int64_t>() >= 0);
+  const bool whole =
+      value.is_number_unsigned() || (value.is_number_integer() && value.get<std::int64_t>() >= 0);
   if (!whole) {
     refuse(path(field), "expected a non-negative integer, got " +
                             (value.is_number() ? value.dump() : type_name(value)));
@@ -126,8 +134,8 @@ std::optional<std::uint64_t> query_count(const HttpRequest& request, std::string
     refuse(where, "expected a non-negative integer, got \"" + std::string(*value) + "\"");
   }
   if (number < minimum || number > maximum) {
-    refuse(where, "must be between " + std::to_string(minimum) + " and " +
-                      std::to_string(maximum) + ", got " + std::to_string(number));
+    refuse(where, "must be between " + std::to_string(minimum) + " and " + std::to_string(maximum) +
+                      ", got " + std::to_string(number));
   }
   return number;
 }
@@ -137,7 +145,8 @@ bool query_bool(const HttpRequest& request, std::string_view name, bool fallback
   if (!value) return fallback;
   if (*value == "true") return true;
   if (*value == "false") return false;
-  refuse("query." + std::string(name), "expected true or false, got \"" + std::string(*value) + "\"");
+  refuse("query." + std::string(name),
+         "expected true or false, got \"" + std::string(*value) + "\"");
 }
 
 void refuse_unknown_query(const HttpRequest& request,

@@ -93,8 +93,7 @@ void add_serve_flags(CLI::App& app, ServeFlags& flags) {
       ->capture_default_str();
   app.add_option("--ready-file", flags.ready_file,
                  "write {unix, tcp, pid} as JSON here once serving");
-  app.add_option("--max-connections", flags.max_connections, "per listener")
-      ->capture_default_str();
+  app.add_option("--max-connections", flags.max_connections, "per listener")->capture_default_str();
   app.add_option("--max-connections-per-ip", flags.max_connections_per_ip, "TCP only")
       ->capture_default_str();
   app.add_option("--idle-timeout-seconds", flags.idle_timeout_seconds,
@@ -167,8 +166,8 @@ int run_serve(const ServeFlags& flags) {
                           "default-max-output-bytes");
   }
 
-  const json::Json config =
-      json::parse_text(read_file(flags.config_file, "--config"), "config (" + flags.config_file + ")");
+  const json::Json config = json::parse_text(read_file(flags.config_file, "--config"),
+                                             "config (" + flags.config_file + ")");
   Daemon daemon(std::move(options), make_router(config, "config"));
   daemon.start();
   if (!flags.ready_file.empty()) write_ready_file(flags.ready_file, daemon);

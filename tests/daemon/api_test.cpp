@@ -23,8 +23,8 @@ TEST(DaemonApi, HealthAnswersOverTheUnixSocketWithMode0660) {
 
 TEST(DaemonApi, BadJsonIsRefusedWith400NamingTheBody) {
   DaemonFixture fixture;
-  const Reply reply = fixture.client->request("POST", "/v1/sandboxes", "{\"key\": ",
-                                              {"Content-Type: application/json"});
+  const Reply reply = fixture.client->request("POST", "/v1/sandboxes",
+                                              "{\"key\": ", {"Content-Type: application/json"});
   EXPECT_EQ(reply.status, 400);
   EXPECT_EQ(reply.error()["type"], "InvalidArgument");
   EXPECT_EQ(reply.error()["check"], "body");
@@ -55,8 +55,8 @@ TEST(DaemonApi, WrongTypeAndOutOfRangeValuesAreRefusedNamingTheField) {
   EXPECT_EQ(fixture.exec(handle, {{"argv", {"stdin"}}, {"stdin_base64", "***"}}).error()["check"],
             "body.stdin_base64");
   const Reply bad_spec = fixture.client->post(
-      "/v1/sandboxes", {{"key", DaemonFixture::key("s")},
-                        {"spec", {{"kind", "k"}, {"egress", "sometimes"}}}});
+      "/v1/sandboxes",
+      {{"key", DaemonFixture::key("s")}, {"spec", {{"kind", "k"}, {"egress", "sometimes"}}}});
   EXPECT_EQ(bad_spec.status, 400);
   EXPECT_EQ(bad_spec.error()["check"], "body.spec.egress");
 }
@@ -68,11 +68,13 @@ TEST(DaemonApi, NulBytesInACommandOrItsEnvironmentAreRefusedNamingTheField) {
             "body.shell");
   EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo", std::string("a\0b", 3)}}}).error()["check"],
             "body.argv");
-  EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A", std::string("x\0", 2)}}}})
-                .error()["check"],
-            "body.environment.A");
-  EXPECT_EQ(fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A=B", "x"}}}}).error()["check"],
-            "body.environment.A=B");
+  EXPECT_EQ(
+      fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A", std::string("x\0", 2)}}}})
+          .error()["check"],
+      "body.environment.A");
+  EXPECT_EQ(
+      fixture.exec(handle, {{"argv", {"echo"}}, {"environment", {{"A=B", "x"}}}}).error()["check"],
+      "body.environment.A=B");
   EXPECT_EQ(fixture.scripted->completed, 0);
 }
 
@@ -104,8 +106,8 @@ TEST(DaemonApi, UnknownHandleIs404) {
 TEST(DaemonApi, RouterRefusalIs403NamingTheCheck) {
   DaemonFixture fixture;
   const json::Json open_network{{"kind", "k"}, {"egress", "unrestricted"}};
-  const Reply refused =
-      fixture.client->post("/v1/sandboxes", {{"key", DaemonFixture::key("s")}, {"spec", open_network}});
+  const Reply refused = fixture.client->post(
+      "/v1/sandboxes", {{"key", DaemonFixture::key("s")}, {"spec", open_network}});
   EXPECT_EQ(refused.status, 403);
   EXPECT_EQ(refused.error()["type"], "SandboxEgressNotEnforced");
   EXPECT_EQ(refused.error()["check"], "egress");
@@ -116,7 +118,8 @@ TEST(DaemonApi, RouterRefusalIs403NamingTheCheck) {
   EXPECT_EQ(floor.status, 403);
   EXPECT_EQ(floor.error()["check"], "isolation-floor");
 
-  const Reply accepted = fixture.client->post("/v1/check", {{"spec", DaemonFixture::default_spec()}});
+  const Reply accepted =
+      fixture.client->post("/v1/check", {{"spec", DaemonFixture::default_spec()}});
   EXPECT_EQ(accepted.status, 200);
   EXPECT_EQ(accepted.json()["decision"]["backend"], "scripted");
 }
@@ -124,8 +127,10 @@ TEST(DaemonApi, RouterRefusalIs403NamingTheCheck) {
 TEST(DaemonApi, AcquireIsGetOrCreateAndTheHandleIsStable) {
   DaemonFixture fixture;
   const auto key = DaemonFixture::key("tenant-a", "thread-1");
-  const Reply first = fixture.client->post("/v1/sandboxes", {{"key", key}, {"spec", DaemonFixture::default_spec()}});
-  const Reply second = fixture.client->post("/v1/sandboxes", {{"key", key}, {"spec", DaemonFixture::default_spec()}});
+  const Reply first = fixture.client->post("/v1/sandboxes",
+                                           {{"key", key}, {"spec", DaemonFixture::default_spec()}});
+  const Reply second = fixture.client->post(
+      "/v1/sandboxes", {{"key", key}, {"spec", DaemonFixture::default_spec()}});
   EXPECT_EQ(first.status, 201);
   EXPECT_EQ(second.status, 200);
   EXPECT_EQ(first.json()["sandbox"], second.json()["sandbox"]);
@@ -179,11 +184,13 @@ TEST(DaemonApi, ExecRunsInTheSpecsWorkDirUnlessTheRequestNamesOne) {
 TEST(DaemonApi, StdinIsFedAndNonUtf8OutputComesBackAsBase64) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
-  const Reply fed = fixture.exec(handle, {{"argv", {"stdin"}}, {"stdin_base64", base64_encode("abc")}});
+  const Reply fed =
+      fixture.exec(handle, {{"argv", {"stdin"}}, {"stdin_base64", base64_encode("abc")}});
   EXPECT_EQ(fed.json()["result"]["stdout"], "abc");
   const Reply binary = fixture.exec(handle, {{"argv", {"binary"}}});
   ASSERT_EQ(binary.status, 200);
-  EXPECT_EQ(binary.json()["result"]["stdout_base64"], base64_encode(std::string("\xff\xfe\x00\x01", 4)));
+  EXPECT_EQ(binary.json()["result"]["stdout_base64"],
+            base64_encode(std::string("\xff\xfe\x00\x01", 4)));
   EXPECT_FALSE(binary.json()["result"].contains("stdout"));
 }
 
@@ -192,22 +199,28 @@ TEST(DaemonApi, FilesRoundTripBytesExactly) {
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   std::string bytes;
   for (int i = 0; i < 256; ++i) bytes.push_back(static_cast<char>(i));
-  const Reply put = fixture.client->put("/v1/sandboxes/" + handle + "/files?path=dir/all%20bytes.bin", bytes);
+  const Reply put =
+      fixture.client->put("/v1/sandboxes/" + handle + "/files?path=dir/all%20bytes.bin", bytes);
   ASSERT_EQ(put.status, 200) << put.body;
   EXPECT_EQ(put.json()["size_bytes"], 256);
-  const Reply got = fixture.client->get("/v1/sandboxes/" + handle + "/files?path=dir/all%20bytes.bin");
+  const Reply got =
+      fixture.client->get("/v1/sandboxes/" + handle + "/files?path=dir/all%20bytes.bin");
   ASSERT_EQ(got.status, 200);
   EXPECT_EQ(got.body, bytes);
   EXPECT_EQ(got.headers.at("content-type"), "application/octet-stream");
-  const Reply stat = fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=dir/all%20bytes.bin");
+  const Reply stat =
+      fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=dir/all%20bytes.bin");
   EXPECT_EQ(stat.json()["entry"]["kind"], "file");
   EXPECT_EQ(stat.json()["entry"]["size_bytes"], 256);
   const Reply list = fixture.client->get("/v1/sandboxes/" + handle + "/list?path=dir");
   ASSERT_EQ(list.status, 200) << list.body;
   ASSERT_EQ(list.json()["entries"].size(), 1u);
   EXPECT_EQ(list.json()["entries"][0]["path"], "dir/all bytes.bin");
-  EXPECT_EQ(fixture.client->del("/v1/sandboxes/" + handle + "/files?path=dir&recursive=true").status, 200);
-  EXPECT_TRUE(fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=dir").json()["entry"].is_null());
+  EXPECT_EQ(
+      fixture.client->del("/v1/sandboxes/" + handle + "/files?path=dir&recursive=true").status,
+      200);
+  EXPECT_TRUE(
+      fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=dir").json()["entry"].is_null());
 }
 
 TEST(DaemonApi, FileErrorsCarryTheRefusalAClientMapsPerFile) {
@@ -226,8 +239,7 @@ TEST(DaemonApi, FileErrorsCarryTheRefusalAClientMapsPerFile) {
     std::string refusal;
   };
   const std::vector<Case> cases = {
-      {"missing", 404, "file_not_found"},
-      {"a-directory", 409, "is_directory"},
+      {"missing", 404, "file_not_found"},        {"a-directory", 409, "is_directory"},
       {"link/passwd", 400, "invalid_path"},       // through a linked parent
       {"../../etc/passwd", 400, "invalid_path"},  // out of the working directory
       {"plain/child", 409, "invalid_path"},       // a parent that is a file
@@ -248,10 +260,13 @@ TEST(DaemonApi, UploadOverTheSpecsFileCapIs413NamingTheCap) {
   json::Json spec = DaemonFixture::default_spec();
   spec["files_in"] = {{"max_bytes_per_file", 16}, {"max_total_bytes", 64}, {"max_files", 4}};
   const std::string handle = fixture.acquire(DaemonFixture::key("s"), spec);
-  const Reply reply = fixture.client->put("/v1/sandboxes/" + handle + "/files?path=big", std::string(17, 'x'));
+  const Reply reply =
+      fixture.client->put("/v1/sandboxes/" + handle + "/files?path=big", std::string(17, 'x'));
   EXPECT_EQ(reply.status, 413);
   EXPECT_EQ(reply.error()["check"], "spec.files_in.max_bytes_per_file");
-  EXPECT_EQ(fixture.client->put("/v1/sandboxes/" + handle + "/files?path=ok", std::string(16, 'x')).status, 200);
+  EXPECT_EQ(fixture.client->put("/v1/sandboxes/" + handle + "/files?path=ok", std::string(16, 'x'))
+                .status,
+            200);
 }
 
 TEST(DaemonApi, ReadsAreRefusedPastTheirCapNeverTruncated) {
@@ -259,12 +274,16 @@ TEST(DaemonApi, ReadsAreRefusedPastTheirCapNeverTruncated) {
   json::Json spec = DaemonFixture::default_spec();
   spec["files_out"] = {{"max_bytes_per_file", 10}, {"max_total_bytes", 64}, {"max_files", 4}};
   const std::string handle = fixture.acquire(DaemonFixture::key("s"), spec);
-  ASSERT_EQ(fixture.client->put("/v1/sandboxes/" + handle + "/files?path=f", std::string(10, 'x')).status, 200);
+  ASSERT_EQ(
+      fixture.client->put("/v1/sandboxes/" + handle + "/files?path=f", std::string(10, 'x')).status,
+      200);
   EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/files?path=f").status, 200);
-  const Reply smaller = fixture.client->get("/v1/sandboxes/" + handle + "/files?path=f&max_bytes=9");
+  const Reply smaller =
+      fixture.client->get("/v1/sandboxes/" + handle + "/files?path=f&max_bytes=9");
   EXPECT_EQ(smaller.status, 413);
   EXPECT_EQ(smaller.error()["type"], "SandboxTransferCapExceeded") << smaller.body;
-  const Reply larger = fixture.client->get("/v1/sandboxes/" + handle + "/files?path=f&max_bytes=11");
+  const Reply larger =
+      fixture.client->get("/v1/sandboxes/" + handle + "/files?path=f&max_bytes=11");
   EXPECT_EQ(larger.status, 400) << "a ceiling above the spec's is refused, never clamped";
   EXPECT_EQ(larger.error()["check"], "query.max_bytes");
 }
@@ -274,11 +293,14 @@ TEST(DaemonApi, QueryParametersAreStrict) {
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=a&path=b").error()["check"],
             "query.path");
-  EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=a&follow=yes").error()["check"],
-            "query.follow");
-  EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/stat").error()["check"], "query.path");
-  EXPECT_EQ(fixture.client->del("/v1/sandboxes/" + handle + "/files?path=a&recursive=1").error()["check"],
-            "query.recursive");
+  EXPECT_EQ(
+      fixture.client->get("/v1/sandboxes/" + handle + "/stat?path=a&follow=yes").error()["check"],
+      "query.follow");
+  EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/stat").error()["check"],
+            "query.path");
+  EXPECT_EQ(
+      fixture.client->del("/v1/sandboxes/" + handle + "/files?path=a&recursive=1").error()["check"],
+      "query.recursive");
 }
 
 TEST(DaemonApi, PercentEncodedNulIsRefusedRatherThanCuttingThePath) {
@@ -312,7 +334,8 @@ TEST(DaemonApi, PurgeDisposesEveryThreadOfTheScopeAndForgetsItsHandles) {
   const std::string a1 = fixture.acquire(DaemonFixture::key("tenant-a", "1"));
   const std::string a2 = fixture.acquire(DaemonFixture::key("tenant-a", "2"));
   const std::string b1 = fixture.acquire(DaemonFixture::key("tenant-b", "1"));
-  const Reply one_thread = fixture.client->post("/v1/purge", {{"scope", "tenant-a"}, {"thread_id", "1"}});
+  const Reply one_thread =
+      fixture.client->post("/v1/purge", {{"scope", "tenant-a"}, {"thread_id", "1"}});
   EXPECT_EQ(one_thread.json()["disposed"], 1);
   EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + a1).status, 404);
   EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + a2).status, 200);
@@ -382,9 +405,12 @@ TEST(DaemonApi, MetricsCountRequestsByRouteAndStatus) {
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.headers.at("content-type").rfind("text/plain", 0), 0u);
   const std::string& text = metrics.body;
-  EXPECT_NE(text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/{handle}/exec\",status=\"200\"} 1"),
-            std::string::npos) << text;
-  EXPECT_NE(text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/{handle}/exec\",status=\"400\"} 1"),
+  EXPECT_NE(text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/{handle}/"
+                      "exec\",status=\"200\"} 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/{handle}/"
+                      "exec\",status=\"400\"} 1"),
             std::string::npos);
   EXPECT_NE(text.find("airlock_exec_duration_seconds_count 1"), std::string::npos);
   EXPECT_NE(text.find("airlock_errors_total{type=\"InvalidArgument\"} 1"), std::string::npos);

@@ -6,7 +6,8 @@
 namespace airlock::daemon::test {
 namespace {
 
-std::string files(const std::string& handle, const std::string& path, const std::string& extra = {}) {
+std::string files(const std::string& handle, const std::string& path,
+                  const std::string& extra = {}) {
   return "/v1/sandboxes/" + handle + "/files?path=" + url_encode(path) + extra;
 }
 
@@ -39,9 +40,10 @@ TEST(DaemonShellRoad, RefusalsAreClassifiedPerFile) {
     long status;
     std::string refusal;
   };
-  for (const Case& c : std::vector<Case>{{"/conversation_history/missing", 404, "file_not_found"},
-                                         {"/conversation_history/dir", 409, "is_directory"},
-                                         {"/conversation_history/link/passwd", 400, "invalid_path"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"/conversation_history/missing", 404, "file_not_found"},
+                         {"/conversation_history/dir", 409, "is_directory"},
+                         {"/conversation_history/link/passwd", 400, "invalid_path"}}) {
     const Reply reply = fixture.client->get(files(handle, c.path, "&road=shell"));
     EXPECT_EQ(reply.status, c.status) << c.path << ": " << reply.body;
     EXPECT_EQ(reply.error()["refusal"], c.refusal) << c.path << ": " << reply.body;
@@ -50,7 +52,8 @@ TEST(DaemonShellRoad, RefusalsAreClassifiedPerFile) {
       fixture.client->put(files(handle, "/conversation_history/link/x", "&road=shell"), "x");
   EXPECT_EQ(through_link.error()["refusal"], "invalid_path") << through_link.body;
   EXPECT_FALSE(sandbox->exists("/etc/x")) << "nothing was written through the link";
-  EXPECT_EQ(fixture.client->get(files(handle, "/x", "&road=sideways")).error()["check"], "query.road");
+  EXPECT_EQ(fixture.client->get(files(handle, "/x", "&road=sideways")).error()["check"],
+            "query.road");
 }
 
 TEST(DaemonShellRoad, ReadOverItsCapIsRefusedNotTruncated) {
@@ -71,8 +74,11 @@ TEST(DaemonOutputs, DeclaredOutputsComeBackWhole) {
                               {{"path", "optional.txt"}, {"required", false}}};
   const std::string handle = fixture.acquire(DaemonFixture::key("s"), spec);
   ASSERT_EQ(fixture.client->put(files(handle, "report.md"), "# findings").status, 200);
-  ASSERT_EQ(fixture.client->put(files(handle, "data/result.bin"), std::string("\x00\xff", 2)).status, 200);
-  const Reply reply = fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
+  ASSERT_EQ(
+      fixture.client->put(files(handle, "data/result.bin"), std::string("\x00\xff", 2)).status,
+      200);
+  const Reply reply =
+      fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
   ASSERT_EQ(reply.status, 200) << reply.body;
   const auto artifacts = reply.json()["artifacts"];
   ASSERT_EQ(artifacts.size(), 2u) << "an absent optional output is skipped";
@@ -80,7 +86,8 @@ TEST(DaemonOutputs, DeclaredOutputsComeBackWhole) {
   EXPECT_EQ(artifacts[0]["media_type"], "text/markdown");
   EXPECT_EQ(base64_decode(artifacts[0]["content_base64"].get<std::string>()), "# findings");
   EXPECT_EQ(artifacts[1]["name"], "result.bin");
-  EXPECT_EQ(base64_decode(artifacts[1]["content_base64"].get<std::string>()), std::string("\x00\xff", 2));
+  EXPECT_EQ(base64_decode(artifacts[1]["content_base64"].get<std::string>()),
+            std::string("\x00\xff", 2));
 }
 
 TEST(DaemonOutputs, AMissingRequiredOutputReturnsNothingAtAll) {
@@ -89,7 +96,8 @@ TEST(DaemonOutputs, AMissingRequiredOutputReturnsNothingAtAll) {
   spec["declared_outputs"] = {{{"path", "present.txt"}}, {{"path", "absent.txt"}}};
   const std::string handle = fixture.acquire(DaemonFixture::key("s"), spec);
   ASSERT_EQ(fixture.client->put(files(handle, "present.txt"), "here").status, 200);
-  const Reply reply = fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
+  const Reply reply =
+      fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
   EXPECT_EQ(reply.status, 422) << reply.body;
   EXPECT_EQ(reply.error()["type"], "SandboxOutputMissing");
   EXPECT_EQ(reply.body.find("aGVyZQ"), std::string::npos) << "no partial artifact set";
@@ -102,7 +110,8 @@ TEST(DaemonOutputs, OutputsPastTheSpecsCapsAreRefused) {
   spec["declared_outputs"] = {{{"path", "big.txt"}}};
   const std::string handle = fixture.acquire(DaemonFixture::key("s"), spec);
   ASSERT_EQ(fixture.client->put(files(handle, "big.txt"), "12345").status, 200);
-  const Reply reply = fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
+  const Reply reply =
+      fixture.client->post("/v1/sandboxes/" + handle + "/outputs", json::Json::object());
   EXPECT_EQ(reply.status, 413) << reply.body;
   EXPECT_EQ(reply.error()["cap"], "files_out.max_bytes_per_file");
 }

@@ -45,7 +45,8 @@ TEST(DaemonLifecycle, OutputFloodIsRefusedWith422AndCondemns) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
-  const Reply flood = fixture.exec(handle, {{"argv", {"flood", "100000000"}}, {"max_output_bytes", 1024}});
+  const Reply flood =
+      fixture.exec(handle, {{"argv", {"flood", "100000000"}}, {"max_output_bytes", 1024}});
   EXPECT_EQ(flood.status, 422) << flood.body;
   EXPECT_EQ(flood.error()["type"], "SandboxExecOutputLimitExceeded");
   EXPECT_EQ(flood.error()["limit"], 1024);
@@ -91,7 +92,8 @@ TEST(DaemonLifecycle, ClientThatHangsUpWhileQueuedIsNeverAdmitted) {
     return fixture.exec(handle, {{"argv", {"sleep", "800"}}});
   });
   ASSERT_TRUE(eventually([&] { return fixture.scripted->running == 1; }));
-  auto dispose = std::async(std::launch::async, [&] { return fixture.client->del("/v1/sandboxes/" + handle); });
+  auto dispose = std::async(std::launch::async,
+                            [&] { return fixture.client->del("/v1/sandboxes/" + handle); });
   std::this_thread::sleep_for(100ms);
   const std::string body = R"({"argv":["echo","late"]})";
   const int fd = connect_unix(fixture.options.socket_path);
@@ -128,7 +130,8 @@ TEST(DaemonLifecycle, CallQueuedPastItsDeadlineIs503WithRetryAfter) {
     return fixture.exec(handle, {{"argv", {"sleep", "1500"}}});
   });
   ASSERT_TRUE(eventually([&] { return fixture.scripted->running == 1; }));
-  auto dispose = std::async(std::launch::async, [&] { return fixture.client->del("/v1/sandboxes/" + handle); });
+  auto dispose = std::async(std::launch::async,
+                            [&] { return fixture.client->del("/v1/sandboxes/" + handle); });
   std::this_thread::sleep_for(150ms);  // the exclusive dispose is now waiting
   const Reply queued = fixture.exec(handle, {{"argv", {"echo"}}, {"timeout_ms", 200}});
   EXPECT_EQ(queued.status, 503) << queued.body;
@@ -197,7 +200,9 @@ TEST(DaemonLifecycle, RestartAnswersTheHandlesItGaveOut) {
   {
     DaemonFixture first(backend, [&](DaemonOptions& options) { options.state_dir = state.path(); });
     handle = first.acquire(DaemonFixture::key("tenant", "conversation"));
-    ASSERT_EQ(first.client->put("/v1/sandboxes/" + handle + "/files?path=kept", "still here").status, 200);
+    ASSERT_EQ(
+        first.client->put("/v1/sandboxes/" + handle + "/files?path=kept", "still here").status,
+        200);
     instance = first.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
   }
   // The backend stands for durable state (a state directory, labels): it outlives the daemon.
@@ -216,8 +221,8 @@ TEST(DaemonLifecycle, TheSpecsWorkDirIsMadeTheFirstTimeACommandNeedsIt) {
   testing::InProcessBackendOptions backend_options;
   backend_options.sandbox_per_key = true;
   backend_options.isolation = Isolation::container;
-  backend_options.capabilities = CapabilitySet{Capability::exec, Capability::files_in,
-                                               Capability::files_out};
+  backend_options.capabilities =
+      CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out};
   DaemonFixture fixture(std::make_shared<testing::InProcessSandboxBackend>(backend_options));
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   const Reply ran = fixture.exec(handle, {{"shell", "pwd; echo made > here.txt"}});
@@ -227,7 +232,8 @@ TEST(DaemonLifecycle, TheSpecsWorkDirIsMadeTheFirstTimeACommandNeedsIt) {
   const std::string instance = ran.json()["instance_id"];
 
   // Any other missing working directory is the caller's to make: refused, nothing condemned.
-  const Reply elsewhere = fixture.exec(handle, {{"shell", "pwd"}, {"working_directory", "/nowhere"}});
+  const Reply elsewhere =
+      fixture.exec(handle, {{"shell", "pwd"}, {"working_directory", "/nowhere"}});
   EXPECT_EQ(elsewhere.status, 404) << elsewhere.body;
   EXPECT_FALSE(elsewhere.error().contains("condemned"));
   EXPECT_EQ(fixture.exec(handle, {{"shell", "true"}}).json()["instance_id"], instance);
@@ -236,9 +242,7 @@ TEST(DaemonLifecycle, TheSpecsWorkDirIsMadeTheFirstTimeACommandNeedsIt) {
 TEST(DaemonLifecycle, UnreadableHandleRecordIsSkippedNotFatal) {
   TempDir state;
   std::filesystem::create_directories(state.path());
-  {
-    std::ofstream(state.path() / "sbx-0123456789abcdef0123456789abcdef.json") << "{ not json";
-  }
+  { std::ofstream(state.path() / "sbx-0123456789abcdef0123456789abcdef.json") << "{ not json"; }
   DaemonFixture fixture(nullptr, [&](DaemonOptions& options) { options.state_dir = state.path(); });
   EXPECT_EQ(fixture.client->get("/v1/health").status, 200);
   EXPECT_TRUE(fixture.client->get("/v1/sandboxes").json()["sandboxes"].empty());
@@ -252,12 +256,13 @@ TEST(DaemonLifecycle, ConcurrentConversationsEachGetTheirOwnSandbox) {
     done.push_back(std::async(std::launch::async, [&fixture, i] {
       const std::string handle = fixture.acquire(DaemonFixture::key("load", std::to_string(i)));
       const std::string content = "conversation " + std::to_string(i);
-      if (fixture.client->put("/v1/sandboxes/" + handle + "/files?path=mine", content).status != 200) {
+      if (fixture.client->put("/v1/sandboxes/" + handle + "/files?path=mine", content).status !=
+          200) {
         return false;
       }
       for (int j = 0; j < 5; ++j) {
-        if (fixture.exec(handle, {{"argv", {"echo", std::to_string(i)}}}).json()["result"]["stdout"] !=
-            std::to_string(i) + "\n") {
+        if (fixture.exec(handle, {{"argv", {"echo", std::to_string(i)}}})
+                .json()["result"]["stdout"] != std::to_string(i) + "\n") {
           return false;
         }
       }
@@ -266,7 +271,8 @@ TEST(DaemonLifecycle, ConcurrentConversationsEachGetTheirOwnSandbox) {
   }
   for (auto& each : done) EXPECT_TRUE(each.get());
   EXPECT_EQ(fixture.scripted->live_count(), static_cast<std::size_t>(kConversations));
-  EXPECT_EQ(fixture.client->post("/v1/purge", {{"scope", "load"}}).json()["disposed"], kConversations);
+  EXPECT_EQ(fixture.client->post("/v1/purge", {{"scope", "load"}}).json()["disposed"],
+            kConversations);
   EXPECT_EQ(fixture.scripted->live_count(), 0u);
 }
 

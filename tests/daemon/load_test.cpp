@@ -99,7 +99,8 @@ std::size_t airlock_cgroups() {
       it.disable_recursion_pending();
       continue;
     }
-    if (it->is_directory(error) && it->path().filename().string().find("airlock") != std::string::npos) {
+    if (it->is_directory(error) &&
+        it->path().filename().string().find("airlock") != std::string::npos) {
       ++count;
     }
   }
@@ -138,13 +139,15 @@ class Airlockd {
     if (backend == "linux") {
       // Its own state directory: the backend's durable state must end empty, and other suites
       // running on this machine keep theirs elsewhere.
-      document = {{"backends", {{{"type", "linux"}, {"state_dir", (dir / "linux-state").string()}}}},
-                  {"min_isolation", "container"}};
+      document = {
+          {"backends", {{{"type", "linux"}, {"state_dir", (dir / "linux-state").string()}}}},
+          {"min_isolation", "container"}};
     } else {
-      document = {{"backends",
-                   {{{"type", "testing"},
-                     {"capabilities", {"exec", "files_in", "files_out", "files_list", "files_delete"}}}}},
-                  {"min_isolation", "none"}};
+      document = {
+          {"backends",
+           {{{"type", "testing"},
+             {"capabilities", {"exec", "files_in", "files_out", "files_list", "files_delete"}}}}},
+          {"min_isolation", "none"}};
     }
     std::ofstream(config) << document.dump();
     const std::string binary = env_or("AIRLOCKD", "build/dev/src/daemon/airlockd");
@@ -231,7 +234,8 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
     workers.push_back(std::async(std::launch::async, [&, c] {
       const std::string thread = "conversation-" + std::to_string(c);
       const json::Json key{{"scope", "load"}, {"thread_id", thread}, {"agent_dir", "agent"}};
-      const json::Json spec{{"kind", "deepagents"}, {"requires", {"exec", "files_in", "files_out"}}};
+      const json::Json spec{{"kind", "deepagents"},
+                            {"requires", {"exec", "files_in", "files_out"}}};
       const std::string content = std::string(4096, static_cast<char>('a' + c % 26));
       for (int r = 0; r < rounds && Clock::now() < stop_starting; ++r) {
         try {
@@ -243,21 +247,26 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
             continue;
           }
           const std::string base = "/v1/sandboxes/" + acquired.json()["sandbox"].get<std::string>();
-          const Reply put = timed("put 4 KiB", [&] { return client.put(base + "/files?path=input.txt", content); });
+          const Reply put = timed(
+              "put 4 KiB", [&] { return client.put(base + "/files?path=input.txt", content); });
           if (put.status != 200) fail(thread + " put: " + put.body);
           const Reply exec = timed("exec", [&] {
-            return client.post(base + "/exec", {{"shell", "wc -c < input.txt"}, {"timeout_ms", 30000}});
+            return client.post(base + "/exec",
+                               {{"shell", "wc -c < input.txt"}, {"timeout_ms", 30000}});
           });
           if (exec.status != 200) {
             fail(thread + " exec: " + exec.body);
           } else if (real_shell && exec.json()["result"]["stdout"] != "4096\n") {
             fail(thread + " exec answered " + exec.body);
           }
-          const Reply got = timed("get 4 KiB", [&] { return client.get(base + "/files?path=input.txt"); });
+          const Reply got =
+              timed("get 4 KiB", [&] { return client.get(base + "/files?path=input.txt"); });
           if (got.status != 200 || got.body != content) fail(thread + " get: the bytes differ");
-          const Reply stat = timed("stat", [&] { return client.get(base + "/stat?path=input.txt"); });
+          const Reply stat =
+              timed("stat", [&] { return client.get(base + "/stat?path=input.txt"); });
           if (stat.json()["entry"]["size_bytes"] != 4096) fail(thread + " stat: " + stat.body);
-          const Reply removed = timed("delete file", [&] { return client.del(base + "/files?path=input.txt"); });
+          const Reply removed =
+              timed("delete file", [&] { return client.del(base + "/files?path=input.txt"); });
           if (removed.status != 200) fail(thread + " delete: " + removed.body);
           const Reply purged = timed("purge", [&] {
             return client.post("/v1/purge", {{"scope", "load"}, {"thread_id", thread}});
@@ -284,20 +293,26 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
   std::cout << "  operation        count     p50 ms     p99 ms     max ms\n";
   for (const auto& [operation, samples] : latencies) {
     const Percentiles p = percentiles(samples);
-    std::printf("  %-14s %7zu %10.2f %10.2f %10.2f\n", operation.c_str(), p.count, p.p50, p.p99, p.max);
-    numbers[operation] = {{"count", p.count}, {"p50_ms", p.p50}, {"p99_ms", p.p99}, {"max_ms", p.max}};
+    std::printf("  %-14s %7zu %10.2f %10.2f %10.2f\n", operation.c_str(), p.count, p.p50, p.p99,
+                p.max);
+    numbers[operation] = {
+        {"count", p.count}, {"p50_ms", p.p50}, {"p99_ms", p.p99}, {"max_ms", p.max}};
   }
-  std::cout << "LOAD-NUMBERS " << json::Json{{"backend", backend}, {"conversations", conversations},
-                                              {"rounds", rounds_done.load()}, {"seconds", seconds},
-                                              {"operations", numbers}}
-                                      .dump()
+  std::cout << "LOAD-NUMBERS "
+            << json::Json{{"backend", backend},
+                          {"conversations", conversations},
+                          {"rounds", rounds_done.load()},
+                          {"seconds", seconds},
+                          {"operations", numbers}}
+                   .dump()
             << std::endl;
 
   for (const auto& failure : failures) ADD_FAILURE() << failure;
   EXPECT_GE(rounds_done.load(), conversations) << "every conversation completed at least a round";
 
   // ---- nothing leaked ----------------------------------------------------------------------
-  EXPECT_TRUE(client.get("/v1/sandboxes").json()["sandboxes"].empty()) << "a handle record survived";
+  EXPECT_TRUE(client.get("/v1/sandboxes").json()["sandboxes"].empty())
+      << "a handle record survived";
   EXPECT_TRUE(client.get("/v1/backends/" + backend_name + "/sandboxes").json()["sandboxes"].empty())
       << "a sandbox survived in the backend's durable state";
   EXPECT_EQ(count_entries(daemon.state()), 0u) << "a record file survived in the state directory";
@@ -306,8 +321,8 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
     std::this_thread::sleep_for(50ms);  // connections the clients just closed
     fds_after = daemon.fds();
   }
-  EXPECT_LE(fds_after, fds_before) << "the daemon holds " << fds_after - fds_before
-                                   << " more descriptors than before the load";
+  EXPECT_LE(fds_after, fds_before)
+      << "the daemon holds " << fds_after - fds_before << " more descriptors than before the load";
   std::vector<int> children = children_of(daemon.pid());
   for (int i = 0; i < 100 && !children.empty(); ++i) {
     std::this_thread::sleep_for(50ms);
@@ -322,8 +337,9 @@ TEST(DaemonLoad, FiftyConversationsLeaveNoSandboxProcessMountCgroupOrDescriptor)
     std::this_thread::sleep_for(50ms);
     helpers_after = airlock_helper_processes();
   }
-  EXPECT_LE(helpers_after, helpers_before) << "an airlock helper process (a sandbox's init) outlived "
-                                              "its purge and the daemon";
+  EXPECT_LE(helpers_after, helpers_before)
+      << "an airlock helper process (a sandbox's init) outlived "
+         "its purge and the daemon";
   EXPECT_FALSE(std::filesystem::exists(daemon.socket())) << "the socket is removed on shutdown";
 }
 

@@ -64,9 +64,9 @@ ExecResult ScriptedSandbox::exec(const Command& command, const ExecOptions& opti
     }
     if (wanted > options.timeout) {
       ++backend_.timed_out;
-      throw Timeout("the command did not finish within " +
-                        std::to_string(options.timeout.count()) + " ms",
-                    true);
+      throw Timeout(
+          "the command did not finish within " + std::to_string(options.timeout.count()) + " ms",
+          true);
     }
   } else if (verb == "flood" && argv.size() == 2) {
     const auto bytes = std::stoull(argv[1]);
@@ -248,9 +248,8 @@ size_t collect_header(char* data, size_t size, size_t count, void* out) {
 Client::Client(std::string socket_path, std::string tcp_base)
     : socket_path_(std::move(socket_path)), tcp_base_(std::move(tcp_base)) {}
 
-Reply Client::request(const std::string& method, const std::string& target,
-                      const std::string& body, const std::vector<std::string>& headers,
-                      long timeout_ms) const {
+Reply Client::request(const std::string& method, const std::string& target, const std::string& body,
+                      const std::vector<std::string>& headers, long timeout_ms) const {
   Reply reply;
   CURL* curl = curl_easy_init();
   if (!curl) throw std::runtime_error("curl_easy_init failed");
@@ -400,10 +399,9 @@ DaemonFixture::DaemonFixture(std::shared_ptr<SandboxBackend> given,
       options, std::make_unique<SandboxRouter>(
                    std::vector<std::shared_ptr<SandboxBackend>>{backend}, router_options));
   daemon->start();
-  client = std::make_unique<Client>(options.socket_path,
-                                    daemon->tcp_address().empty()
-                                        ? std::string()
-                                        : "http://" + daemon->tcp_address());
+  client = std::make_unique<Client>(options.socket_path, daemon->tcp_address().empty()
+                                                             ? std::string()
+                                                             : "http://" + daemon->tcp_address());
   if (!options.tcp.empty()) client = std::make_unique<Client>(options.socket_path);
 }
 

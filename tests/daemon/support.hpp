@@ -127,9 +127,8 @@ struct Reply {
 class Client {
  public:
   explicit Client(std::string socket_path, std::string tcp_base = {});
-  Reply request(const std::string& method, const std::string& target,
-                const std::string& body = {}, const std::vector<std::string>& headers = {},
-                long timeout_ms = 30'000) const;
+  Reply request(const std::string& method, const std::string& target, const std::string& body = {},
+                const std::vector<std::string>& headers = {}, long timeout_ms = 30'000) const;
   Reply get(const std::string& target) const { return request("GET", target); }
   Reply post(const std::string& target, const json::Json& body) const {
     return request("POST", target, body.dump(), {"Content-Type: application/json"});
