@@ -32,7 +32,14 @@ std::string type_name(const json::Json& value) {
 
 json::Json parse_json_body(const HttpRequest& request) {
   if (request.body.empty()) refuse("body", "a JSON object is required");
-  json::Json value = json::parse_text(request.body, "body");
+  json::Json value;
+  try {
+    value = json::parse_text(request.body, "body");
+  } catch (const json::Json::exception& error) {
+    // parse_text names syntax errors; the JSON library reports a number too large for any
+    // type (1e309) as a range error instead, which is bad input all the same.
+    refuse("body", std::string("not acceptable JSON: ") + error.what());
+  }
   if (!value.is_object()) refuse("body", "expected a JSON object, got " + type_name(value));
   return value;
 }
