@@ -165,6 +165,35 @@ describe("on the testing backend", () => {
   });
 });
 
+describe("over TCP with a bearer token", () => {
+  const token = "a-test-token-of-more-than-16-characters";
+  let daemon;
+  before(async () => {
+    daemon = await startDaemon("testing", ["--tcp", "127.0.0.1:0", "--token-file", "{dir}/token"], { token: `${token}\n` });
+  });
+  after(async () => daemon?.stop());
+
+  test("the token opens the API, and its absence is refused before anything is acquired", async () => {
+    const colon = daemon.tcp.lastIndexOf(":");
+    const host = daemon.tcp.slice(0, colon);
+    const port = Number(daemon.tcp.slice(colon + 1));
+    const box = await AirlockSandbox.create({ client: new AirlockClient({ host, port, token }), key: { scope: "tcp" }, log: quiet });
+    assert.deepEqual((await box.uploadFiles([["a.txt", encode("over tcp")]]))[0].error, null);
+    assert.equal(decode((await box.downloadFiles(["a.txt"]))[0].content), "over tcp");
+    await assert.rejects(
+      AirlockSandbox.create({ client: new AirlockClient({ host, port }), key: { scope: "tcp" } }),
+      (error) => error.type === "Unauthorized",
+    );
+    const wrong = await new AirlockClient({ host, port, token: `${token}x` }).request("POST", "/v1/sandboxes", {
+      json: { key: { scope: "sneaky" }, spec: deepagentsSpec() },
+    });
+    assert.equal(wrong.status, 401);
+    const listed = await new AirlockClient({ socketPath: daemon.socketPath }).request("GET", "/v1/sandboxes");
+    assert.deepEqual(listed.json().sandboxes.map((s) => s.key.scope), ["tcp"], "the refused acquire created nothing");
+    assert.equal(await box.close(), true);
+  });
+});
+
 // Tests that need a shell: the testing backend's emulated one (sleep honours deadlines, output
 // ceilings hold, chmod 000 makes a file unreadable to the guest), and linux's real one.
 for (const backend of ["testing", "linux"]) {

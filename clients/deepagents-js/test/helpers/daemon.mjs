@@ -70,10 +70,12 @@ export function skipLoudly(t, reason) {
 
 /**
  * Starts airlockd over `backend` ("testing" or "linux"); resolves once it serves.
- * @returns {Promise<{socketPath: string, stateDir: string, pid: number, stop: () => Promise<void>, log: () => string}>}
+ * @returns {Promise<{socketPath: string, tcp: string|null, stateDir: string, pid: number, stop: () => Promise<void>, log: () => string}>}
  */
-export async function startDaemon(backend = "testing", extraArgs = []) {
+export async function startDaemon(backend = "testing", extraArgs = [], files = {}) {
   const dir = mkdtempSync(join(tmpdir(), "airlockd-js-"));
+  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o600 });
+  extraArgs = extraArgs.map((arg) => arg.replaceAll("{dir}", dir));
   const config = join(dir, "config.json");
   writeFileSync(config, JSON.stringify(CONFIGS[backend](dir)));
   const socketPath = join(dir, "airlockd.sock");
@@ -97,9 +99,10 @@ export async function startDaemon(backend = "testing", extraArgs = []) {
     }
     await new Promise((r) => setTimeout(r, 20));
   }
-  const { pid } = JSON.parse(readFileSync(ready, "utf8"));
+  const { pid, tcp } = JSON.parse(readFileSync(ready, "utf8"));
   return {
     socketPath,
+    tcp,
     stateDir,
     pid,
     log: () => log,
