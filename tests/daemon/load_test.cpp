@@ -72,22 +72,6 @@ std::vector<int> children_of(int pid) {
   return children;
 }
 
-// Processes running an airlock helper binary (the sandboxes' init and monitor processes), by the
-// name of the executable they run — wherever they were reparented to.
-std::size_t airlock_helper_processes() {
-  std::size_t count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code error;
-    const auto exe = std::filesystem::read_symlink(entry.path() / "exe", error);
-    if (error) continue;
-    const std::string binary = exe.filename().string();
-    if (binary.rfind("airlock-", 0) == 0) ++count;
-  }
-  return count;
-}
-
 // Cgroup directories whose name mentions airlock, under every mounted hierarchy.
 std::size_t airlock_cgroups() {
   std::size_t count = 0;

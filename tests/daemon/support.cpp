@@ -1,6 +1,7 @@
 #include "daemon/support.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <curl/curl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -371,6 +372,47 @@ std::size_t open_fd_count() {
     (void)entry;
     ++count;
   }
+  return count;
+}
+
+namespace {
+// The numeric entries of /proc: one per process.
+template <typename Visit>
+void for_each_process(Visit visit) {
+  std::error_code error;
+  for (auto it = std::filesystem::directory_iterator("/proc", error);
+       !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.find_first_not_of("0123456789") == std::string::npos) visit(it->path());
+  }
+}
+}  // namespace
+
+std::size_t processes_running(const std::vector<std::string>& argv) {
+  std::string wanted;
+  for (const auto& arg : argv) wanted += arg + '\0';
+  std::size_t count = 0;
+  for_each_process([&](const std::filesystem::path& process) {
+    // read(2), not a stream: a process may vanish mid-read, and a short answer is simply no match.
+    const int fd = ::open((process / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    std::string cmdline(wanted.size() + 1, '\0');
+    const ssize_t got = ::read(fd, cmdline.data(), cmdline.size());
+    ::close(fd);
+    if (got == static_cast<ssize_t>(wanted.size()) && cmdline.compare(0, wanted.size(), wanted) == 0) {
+      ++count;
+    }
+  });
+  return count;
+}
+
+std::size_t airlock_helper_processes() {
+  std::size_t count = 0;
+  for_each_process([&](const std::filesystem::path& process) {
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink(process / "exe", error);
+    if (!error && exe.filename().string().rfind("airlock-", 0) == 0) ++count;
+  });
   return count;
 }
 

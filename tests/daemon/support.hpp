@@ -156,6 +156,13 @@ std::string url_encode(std::string_view text);
 // The fds open in this process right now.
 std::size_t open_fd_count();
 
+// Processes on this host (any pid namespace below ours) whose command line is exactly `argv`.
+std::size_t processes_running(const std::vector<std::string>& argv);
+
+// Processes running an airlock helper binary (a sandbox's init or monitor: "airlock-*"), by the
+// executable they run, wherever they were reparented to.
+std::size_t airlock_helper_processes();
+
 // A daemon on a temporary socket over a router of `backend`, with short deadlines.
 struct DaemonFixture {
   explicit DaemonFixture(std::shared_ptr<SandboxBackend> backend = nullptr,

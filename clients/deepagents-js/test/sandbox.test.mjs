@@ -104,19 +104,6 @@ describe("on the testing backend", () => {
     assert.ok(box.isRunning);
   });
 
-  test("download errors map to Deep Agents' codes", async () => {
-    const box = await sandbox("error-codes");
-    await box.uploadFiles([["/maf-sandbox/work/dir/inner.txt", encode("x")], ["/maf-sandbox/work/plain", encode("x")]]);
-    const results = await box.downloadFiles([
-      "/maf-sandbox/work/nothing-here",
-      "/maf-sandbox/work/dir",
-      "/maf-sandbox/work/plain/child",
-      "relative/../../../escape",
-    ]);
-    assert.deepEqual(results.map((r) => r.error), ["file_not_found", "is_directory", "invalid_path", "invalid_path"]);
-    assert.ok(results.every((r) => r.content === null));
-  });
-
   test("caps come from the spec: too many files refuses the batch, a large file refuses alone", async () => {
     const limits = { max_bytes_per_file: 10, max_total_bytes: 15, max_files: 3 };
     const box = await sandbox("caps", { spec: deepagentsSpec({ filesIn: limits, filesOut: limits }) });
@@ -138,18 +125,6 @@ describe("on the testing backend", () => {
     assert.equal(read[0].error, null);
     assert.equal(read[1].error, "the batch would exceed files_out.max_total_bytes", "refused, never truncated");
     assert.equal(read[1].content, null);
-  });
-
-  test("a conversation purge reaches the sandbox; the next call starts a fresh one", async () => {
-    const box = await sandbox("purged-tenant");
-    await box.uploadFiles([["/maf-sandbox/work/notes.md", encode("remember")]]);
-    const before = box.instanceId;
-    const purge = await client.request("POST", "/v1/purge", { json: { scope: "purged-tenant", thread_id: "t1" } });
-    assert.equal(purge.status, 200);
-    assert.equal(purge.json().disposed, 1);
-    const [after] = await box.downloadFiles(["/maf-sandbox/work/notes.md"]);
-    assert.equal(after.error, "file_not_found", "the purged sandbox's files went with it");
-    assert.notEqual(box.instanceId, before);
   });
 
   test("close disposes this conversation's sandbox and forgets its handle", async () => {
@@ -209,6 +184,41 @@ for (const backend of ["testing", "linux"]) {
     });
     after(async () => daemon?.stop());
 
+    const conversation = (scope) =>
+      AirlockSandbox.create({ client, key: { scope, thread_id: "t1", agent_dir: "coder" }, log: quiet });
+
+    test("download errors map to Deep Agents' codes", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await conversation("error-codes");
+      await box.uploadFiles([["/maf-sandbox/work/dir/inner.txt", encode("x")], ["/maf-sandbox/work/plain", encode("x")]]);
+      const results = await box.downloadFiles([
+        "/maf-sandbox/work/nothing-here",
+        "/maf-sandbox/work/dir",
+        "/maf-sandbox/work/plain/child",
+        "relative/../../../escape",
+      ]);
+      assert.deepEqual(results.map((r) => r.error), ["file_not_found", "is_directory", "invalid_path", "invalid_path"]);
+      assert.ok(results.every((r) => r.content === null));
+      await box.close();
+    });
+
+    test("a conversation purge reaches the sandbox; the next call starts a fresh one", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await conversation("purged-tenant");
+      await box.uploadFiles([["/maf-sandbox/work/notes.md", encode("remember")]]);
+      const before = box.instanceId;
+      const purge = await client.request("POST", "/v1/purge", { json: { scope: "purged-tenant", thread_id: "t1" } });
+      assert.equal(purge.status, 200);
+      assert.equal(purge.json().disposed, 1);
+      const [after] = await box.downloadFiles(["/maf-sandbox/work/notes.md"]);
+      assert.equal(after.error, "file_not_found", "the purged sandbox's files went with it");
+      assert.notEqual(box.instanceId, before);
+      const { selected } = (await client.request("GET", "/v1/backends")).json();
+      const listed = await client.request("GET", `/v1/backends/${selected}/sandboxes`);
+      assert.ok(!listed.json().sandboxes.some((s) => s.instance_id === before), "the backend no longer holds it");
+      await box.close();
+    });
+
     test("a command past its deadline comes back as a timeout, and the next call starts cold", async (t) => {
       if (reason) return skipLoudly(t, reason);
       const box = await AirlockSandbox.create({ client, key: { scope: "timeout" }, execTimeoutMs: 1000, log: quiet });
@@ -251,7 +261,11 @@ for (const backend of ["testing", "linux"]) {
     test("files outside the work directory travel the shell road, with the same codes", async (t) => {
       if (reason) return skipLoudly(t, reason);
       const box = await AirlockSandbox.create({ client, key: { scope: "outside" }, log: quiet });
-      const history = "/conversation_history/thread-1.md";
+      // Deep Agents offloads history under /conversation_history; linux's "host" image keeps its
+      // root read-only, so there the write is refused, per file and named, and /tmp serves.
+      const offloaded = await box.uploadFiles([["/conversation_history/thread-1.md", encode("# earlier turns\n")]]);
+      assert.equal(offloaded[0].error, backend === "linux" ? "permission_denied" : null);
+      const history = backend === "linux" ? "/tmp/conversation_history/thread-1.md" : "/conversation_history/thread-1.md";
       const big = new Uint8Array(200_000).map((_, i) => (i * 31) % 251);
       const uploaded = await box.uploadFiles([[history, encode("# earlier turns\n")], ["/tmp/big.bin", big]]);
       assert.deepEqual(uploaded.map((r) => r.error), [null, null]);
