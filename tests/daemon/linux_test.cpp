@@ -102,12 +102,14 @@ TEST_F(DaemonOnLinux, ClientThatHangsUpMidExecKillsTheGuestCommandAndItsSandbox)
   const int fd = connect_unix(fixture.options.socket_path);
   send_all(fd, "POST /v1/sandboxes/" + handle + "/exec HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                    std::to_string(body.size()) + "\r\n\r\n" + body);
-  ASSERT_TRUE(eventually([&] { return processes_running({"sleep", marker}) == 1; }))
-      << "the guest command never started";
+  ASSERT_TRUE(eventually([&] {
+    return processes_running({"sleep", marker}) == 1;
+  })) << "the guest command never started";
   ::close(fd);  // the client vanishes mid-exec
 
-  EXPECT_TRUE(eventually([&] { return processes_running({"sleep", marker}) == 0; }))
-      << "the guest's command outlived its vanished client";
+  EXPECT_TRUE(eventually([&] {
+    return processes_running({"sleep", marker}) == 0;
+  })) << "the guest's command outlived its vanished client";
   EXPECT_TRUE(eventually([&] { return !backend_has(before); }))
       << "an exec whose client vanished condemns its instance, and the backend deletes it";
   EXPECT_TRUE(eventually([&] { return fixture.daemon->requests_in_flight() == 0; }));
@@ -125,14 +127,19 @@ TEST_F(DaemonOnLinux, ExecPastItsDeadlineKillsTheGuestCommandAndCondemnsTheSandb
     return fixture.exec(handle, {{"argv", {"sh", "-c", "sleep " + marker + " & sleep " + marker}},
                                  {"timeout_ms", 3000}});
   });
-  EXPECT_TRUE(eventually([&] { return processes_running({"sleep", marker}) == 2; }, 3s))
+  EXPECT_TRUE(eventually(
+      [&] {
+        return processes_running({"sleep", marker}) == 2;
+      },
+      3s))
       << "the guest's two commands never ran";
   const Reply reply = pending.get();
   EXPECT_EQ(reply.status, 504) << reply.body;
   EXPECT_EQ(reply.error()["type"], "Timeout");
   EXPECT_TRUE(reply.error()["condemned"].get<bool>());
-  EXPECT_TRUE(eventually([&] { return processes_running({"sleep", marker}) == 0; }))
-      << "a guest process (the backgrounded one too) outlived the deadline";
+  EXPECT_TRUE(eventually([&] {
+    return processes_running({"sleep", marker}) == 0;
+  })) << "a guest process (the backgrounded one too) outlived the deadline";
   EXPECT_TRUE(eventually([&] { return fixture.backend->list_sandboxes().empty(); }))
       << "the condemned sandbox was not deleted";
 }
@@ -143,9 +150,9 @@ TEST_F(DaemonOnLinux, ARestartedDaemonAnswersItsHandleWithTheSameSandbox) {
   {
     DaemonFixture& first = start_daemon();
     handle = first.acquire(DaemonFixture::key(scope_, "conversation"));
-    ASSERT_EQ(first.client->put("/v1/sandboxes/" + handle + "/files?path=kept.txt", "still here")
-                  .status,
-              200);
+    ASSERT_EQ(
+        first.client->put("/v1/sandboxes/" + handle + "/files?path=kept.txt", "still here").status,
+        200);
     const Reply wrote =
         first.exec(handle, {{"shell", "echo from-the-guest > /maf-sandbox/work/guest.txt"}});
     ASSERT_EQ(wrote.status, 200) << wrote.body;

@@ -1,8 +1,8 @@
 #include "daemon/support.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -399,7 +399,8 @@ std::size_t processes_running(const std::vector<std::string>& argv) {
     std::string cmdline(wanted.size() + 1, '\0');
     const ssize_t got = ::read(fd, cmdline.data(), cmdline.size());
     ::close(fd);
-    if (got == static_cast<ssize_t>(wanted.size()) && cmdline.compare(0, wanted.size(), wanted) == 0) {
+    if (got == static_cast<ssize_t>(wanted.size()) &&
+        cmdline.compare(0, wanted.size(), wanted) == 0) {
       ++count;
     }
   });
@@ -407,11 +408,17 @@ std::size_t processes_running(const std::vector<std::string>& argv) {
 }
 
 std::size_t airlock_helper_processes() {
+  // The test binaries live in <build>/tests/daemon/.
+  const std::string tree =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path().parent_path();
   std::size_t count = 0;
   for_each_process([&](const std::filesystem::path& process) {
     std::error_code error;
     const auto exe = std::filesystem::read_symlink(process / "exe", error);
-    if (!error && exe.filename().string().rfind("airlock-", 0) == 0) ++count;
+    if (!error && exe.filename().string().rfind("airlock-", 0) == 0 &&
+        exe.string().rfind(tree + "/", 0) == 0) {
+      ++count;
+    }
   });
   return count;
 }

@@ -159,8 +159,9 @@ std::size_t open_fd_count();
 // Processes on this host (any pid namespace below ours) whose command line is exactly `argv`.
 std::size_t processes_running(const std::vector<std::string>& argv);
 
-// Processes running an airlock helper binary (a sandbox's init or monitor: "airlock-*"), by the
-// executable they run, wherever they were reparented to.
+// Processes running an airlock helper binary (a sandbox's init or monitor: "airlock-*") of the
+// build tree this test runs from, by the executable they run, wherever they were reparented to.
+// Counting only this tree's helpers keeps other builds' sandboxes on the machine out of it.
 std::size_t airlock_helper_processes();
 
 // A daemon on a temporary socket over a router of `backend`, with short deadlines.

@@ -68,6 +68,18 @@ export function skipLoudly(t, reason) {
   t.skip(reason);
 }
 
+// Purges every scope the daemon holds a handle for; then the backend's durable state must be
+// empty (its records carry hashed labels only, so anything left there is reported, not purged).
+async function purgeEverything(socketPath) {
+  const { AirlockClient } = await import("../../src/index.js");
+  const client = new AirlockClient({ socketPath });
+  const scopes = new Set((await client.request("GET", "/v1/sandboxes")).json().sandboxes.map((s) => s.key.scope));
+  for (const scope of scopes) await client.request("POST", "/v1/purge", { json: { scope } });
+  const { selected } = (await client.request("GET", "/v1/backends")).json();
+  const held = (await client.request("GET", `/v1/backends/${selected}/sandboxes`)).json().sandboxes;
+  return held.map((record) => record.instance_id);
+}
+
 /**
  * Starts airlockd over `backend` ("testing" or "linux"); resolves once it serves.
  * @returns {Promise<{socketPath: string, tcp: string|null, stateDir: string, pid: number, stop: () => Promise<void>, log: () => string}>}
@@ -107,6 +119,11 @@ export async function startDaemon(backend = "testing", extraArgs = [], files = {
     pid,
     log: () => log,
     async stop() {
+      // Sandboxes outlive their daemon by design (durable state); a test that failed before its
+      // close() would leave one running. Purge every scope the daemon holds a handle for first.
+      let left = [];
+      let failed = null;
+      if (child.exitCode === null) left = await purgeEverything(socketPath).catch((error) => ((failed = error), []));
       if (child.exitCode === null) {
         child.kill("SIGTERM");
         const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
@@ -114,6 +131,8 @@ export async function startDaemon(backend = "testing", extraArgs = [], files = {
         clearTimeout(timer);
       }
       rmSync(dir, { recursive: true, force: true });
+      if (failed) throw failed;
+      if (left.length) throw new Error(`sandboxes outlived their purge: ${left.join(", ")}`);
     },
   };
 }
