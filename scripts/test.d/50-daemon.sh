@@ -17,7 +17,9 @@ probe=$(mktemp -d)
 trap 'rm -rf "$probe"' EXIT
 echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$probe/state\"}],\"min_isolation\":\"container\"}" >"$probe/linux.json"
 echo '{"kind":"deepagents","requires":["exec","files_in","files_out"]}' >"$probe/spec.json"
-if reason=$("$airlock" check --config "$probe/linux.json" --spec "$probe/spec.json" 2>&1); then
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIPPED: the linux load test and linux adapter tests: the linux backend needs root here (CI runs as root)"
+elif reason=$("$airlock" check --config "$probe/linux.json" --spec "$probe/spec.json" 2>&1); then
   backends+=(linux)
 else
   echo "SKIPPED: the linux load test and linux adapter tests: $(tail -n1 <<<"$reason")"

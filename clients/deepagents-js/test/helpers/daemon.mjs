@@ -37,6 +37,7 @@ let linuxProbe;
 export function linuxUnavailable() {
   if (linuxProbe !== undefined) return linuxProbe;
   if (!existsSync(airlockdPath())) return (linuxProbe = `airlockd is not built (${airlockdPath()})`);
+  if (process.getuid?.() !== 0) return (linuxProbe = "the linux backend needs root here (CI runs as root)");
   const dir = mkdtempSync(join(tmpdir(), "airlockd-probe-"));
   try {
     const config = join(dir, "config.json");
