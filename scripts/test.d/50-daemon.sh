@@ -1,7 +1,10 @@
 # airlockd end to end: the Deep Agents (JS) adapter's tests against a real daemon, and the bounded
 # load test (50 conversations) — each against the `testing` backend, and against `linux` when this
-# build has it (otherwise the linux runs are SKIPPED, loudly, with the reason).
-# The daemon's own gtest suite (daemon_tests) runs with every other CTest suite in 10-unit.
+# build has it and runs as root (otherwise the linux runs are SKIPPED, loudly, with the reason).
+# The daemon's own gtest suite (daemon_tests, its DaemonOnLinux cases included) runs with every
+# other CTest suite in 10-unit.
+# Takes about 1.5 minutes on the shared 2-core machine: npm ci ~30 s (registry reachable, cache
+# cold), the adapter's tests ~50 s, the load test ~3 s (testing) and ~30 s (linux).
 set -euo pipefail
 cd "$AIRLOCK_SOURCE_DIR"
 build="$AIRLOCK_BUILD_DIR"
