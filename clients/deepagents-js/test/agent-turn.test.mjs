@@ -106,4 +106,34 @@ describe("a full agent turn on the linux backend", () => {
       assert.equal(await sandbox.close(), true);
     }
   });
+
+  test("a command past its deadline or flooding its output is tool output, and the turn goes on", async (t) => {
+    if (reason) return skipLoudly(t, reason);
+    const sandbox = await AirlockSandbox.create({
+      client: new AirlockClient({ socketPath: daemon.socketPath }),
+      key: { scope: "tenant", thread_id: "conversation-2", agent_dir: "coder" },
+      execTimeoutMs: 1500,
+      maxOutputBytes: 4096,
+      log: quiet,
+    });
+    try {
+      const agent = createDeepAgent({
+        model: new ScriptedChatModel([
+          call("slow", "execute", { command: "sleep 30" }),
+          call("flood", "execute", { command: "head -c 10000000 /dev/zero" }),
+          call("after", "execute", { command: "echo still-serving" }),
+          new AIMessage("done"),
+        ]),
+        backend: sandbox,
+      });
+      const result = await agent.invoke({ messages: [new HumanMessage("go")] });
+      const out = toolOutputs(result);
+      assert.match(out.slow, /Error: the command did not finish within 1\.5 seconds\./);
+      assert.match(out.flood, /output exceeded 4096 bytes and was dropped/);
+      assert.match(out.after, /^still-serving\n/);
+      assert.equal(result.messages.at(-1).content, "done", "the turn reached its end");
+    } finally {
+      assert.equal(await sandbox.close(), true);
+    }
+  });
 });
