@@ -1,5 +1,6 @@
-# airlockd end to end: the Deep Agents (JS) adapter's tests against a real daemon, and the bounded
-# load test (50 conversations) — each against the `testing` backend, and against `linux` when this
+# airlockd end to end: `airlock serve` spoken to with curl, the Deep Agents (JS) adapter's tests
+# against a real daemon, and the bounded load test (50 conversations) — each against the
+# `testing` backend, and against `linux` when this
 # build has it and runs as root (otherwise the linux runs are SKIPPED, loudly, with the reason).
 # The daemon's own gtest suite (daemon_tests, its DaemonOnLinux cases included) runs with every
 # other CTest suite in 10-unit.
