@@ -62,11 +62,12 @@ class DaemonOnLinux : public ::testing::Test {
   }
 
   // A daemon over a fresh linux backend object on this test's durable state.
-  DaemonFixture& start_daemon() {
+  DaemonFixture& start_daemon(Milliseconds shutdown_grace = Milliseconds{5'000}) {
     fixture_.reset();
     fixture_ = std::make_unique<DaemonFixture>(linux_backend(), [&](DaemonOptions& options) {
       options.state_dir = daemon_state_->path();
       options.api.admission_timeout = 30s;
+      options.shutdown_grace = shutdown_grace;
     });
     return *fixture_;
   }
@@ -142,6 +143,26 @@ TEST_F(DaemonOnLinux, ExecPastItsDeadlineKillsTheGuestCommandAndCondemnsTheSandb
   })) << "a guest process (the backgrounded one too) outlived the deadline";
   EXPECT_TRUE(eventually([&] { return fixture.backend->list_sandboxes().empty(); }))
       << "the condemned sandbox was not deleted";
+}
+
+TEST_F(DaemonOnLinux, ShutdownPastItsGraceKillsTheGuestCommandAndCondemnsTheSandbox) {
+  DaemonFixture& fixture = start_daemon(Milliseconds{500});
+  const std::string handle = fixture.acquire(DaemonFixture::key(scope_));
+  const std::string marker = "985.625";
+  auto running = std::async(std::launch::async, [&] {
+    return fixture.exec(handle, {{"argv", {"sleep", marker}}, {"timeout_ms", 600000}});
+  });
+  ASSERT_TRUE(eventually([&] {
+    return processes_running({"sleep", marker}) == 1;
+  })) << "the guest command never started";
+  fixture.daemon->shutdown();
+  const Reply reply = running.get();
+  EXPECT_EQ(reply.status, 504) << reply.body;
+  EXPECT_TRUE(eventually([&] {
+    return processes_running({"sleep", marker}) == 0;
+  })) << "a guest command outlived the daemon's shutdown";
+  EXPECT_TRUE(eventually([&] { return fixture.backend->list_sandboxes().empty(); }))
+      << "the sandbox whose exec was cut short was not deleted";
 }
 
 TEST_F(DaemonOnLinux, ARestartedDaemonAnswersItsHandleWithTheSameSandbox) {
