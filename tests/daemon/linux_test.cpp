@@ -1,7 +1,8 @@
 // The daemon over the real `linux` backend: what the scripted backend can only stand in for.
-// A client that hangs up mid-exec, or an exec past its deadline, must kill the guest's command
-// for real and leave no sandbox; a restarted daemon (a new backend object on the same durable
-// state) must answer the handle it gave out with the very same sandbox, files included.
+// A client that hangs up mid-exec, an exec past its deadline, or a shutdown past its grace must
+// kill the guest's command for real and leave no sandbox; a restarted daemon (a new backend
+// object on the same durable state) must answer the handle it gave out with the very same
+// sandbox, files included.
 // Skipped loudly when this build has no linux backend or the process is not root (CI is).
 #include <unistd.h>
 
