@@ -1,0 +1,512 @@
+// airlockd as a LangChain Deep Agents sandbox.
+//
+//   deepagents  ->  AirlockSandbox  ->  airlockd (/v1 over a unix socket)  ->  router  ->  backend
+//
+// Deep Agents hands the model one `execute` tool over a sandbox object and derives its file
+// tools (ls, read_file, grep, glob, delete through execute; write_file, edit_file through
+// uploadFiles/downloadFiles) from it. AirlockSandbox is that object over the daemon: the host
+// keeps the router's decisions (isolation floor, egress, capabilities), the key comes from the
+// host's request context, and the daemon's call lifecycle condemns an instance whenever a
+// command's end is unknown.
+//
+// Contract toward Deep Agents, which aborts a whole agent turn on a throw:
+//   - execute() never throws. A timeout, a refused or dropped output, an unavailable sandbox,
+//     a lost result all come back as a fixed sentence with an exit code (124 for a timeout,
+//     as Deep Agents' own shell backend uses; 125 when airlock could not run or report it).
+//   - uploadFiles()/downloadFiles() answer each file in order, with Deep Agents' codes
+//     (file_not_found, permission_denied, is_directory, invalid_path) for a refused path and a
+//     fixed sentence for a cap or a failure (Deep Agents shows either to the model verbatim).
+//   - Caps come from the spec: files_in/files_out max_files (a batch over it is refused whole),
+//     max_bytes_per_file, max_total_bytes (a file past them is refused alone, never truncated).
+//   - id is an opaque hash of what names the sandbox; close() disposes this conversation's
+//     instance once every call over the key has left.
+import { createHash } from "node:crypto";
+import { posix } from "node:path";
+
+import { BaseSandbox } from "deepagents";
+
+import { AirlockClient, AirlockTransportError } from "./client.js";
+
+export { AirlockClient, AirlockReply, AirlockTransportError } from "./client.js";
+
+/** The kind a Deep Agents sandbox is keyed under: never shared with a packaged kind. */
+export const DEEPAGENTS_KIND = "deepagents";
+/** A shell, files in (write_file, edit_file), files out (read of non-text, edit_file). */
+export const REQUIRED_CAPABILITIES = Object.freeze(["exec", "files_in", "files_out"]);
+export const DEFAULT_WORK_DIR = "/maf-sandbox/work";
+export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;
+/** Combined stdout+stderr per command, enforced by the backend before it buffers. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1_048_576;
+export const DEFAULT_TRANSFER_LIMITS = Object.freeze({
+  max_bytes_per_file: 8 * 1024 * 1024,
+  max_total_bytes: 32 * 1024 * 1024,
+  max_files: 64,
+});
+
+/** Exit codes of the answers airlock gives in the program's place. */
+export const EXIT_TIMEOUT = 124;
+export const EXIT_AIRLOCK = 125;
+
+// What the model reads when airlock, not the program, answers. Fixed sentences: a provider's
+// own message can carry an endpoint or a tenant, and a tool result is kept in the transcript.
+export const SANDBOX_UNAVAILABLE = "Error: sandbox unavailable — the command did not run.";
+const TIMED_OUT = (seconds) => `Error: the command did not finish within ${seconds} seconds.`;
+const EXEC_FAILED = "Error: the sandbox did not return the command's result; see the host log.";
+const OUTPUT_DROPPED = (limit) => `Error: the command's output exceeded ${limit} bytes and was dropped.`;
+const NOT_A_COMMAND = "Error: Command must be a non-empty string.";
+const UPLOAD_FAILED = "upload failed; see the host log";
+const DOWNLOAD_FAILED = "download failed; see the host log";
+const UPLOAD_BATCH_LOST = "the sandbox is condemned after a write did not finish; the batch did not land";
+const TOO_MANY_FILES = (direction) => `the batch has more files than ${direction}.max_files allows`;
+const OVER_FILE_CAP = (direction) => `the file is larger than ${direction}.max_bytes_per_file`;
+const OVER_TOTAL_CAP = (direction) => `the batch would exceed ${direction}.max_total_bytes`;
+const DOWNLOAD_BATCH_LOST =
+  "the sandbox is condemned after a read did not finish; the rest of the batch was not read";
+
+const REFUSAL_CODES = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
+// How long past a command's own deadline the HTTP wait lasts before it is given up.
+const TRANSPORT_GRACE_MS = 10_000;
+
+/**
+ * The spec a Deep Agents sandbox asks for. Egress is derived, never passed: named hosts run
+ * `allowlist` with those hosts, none runs `closed`. An open network is not expressible, because
+ * the model writes the commands.
+ */
+export function deepagentsSpec({
+  image,
+  egressAllow = [],
+  workDir = DEFAULT_WORK_DIR,
+  filesIn = DEFAULT_TRANSFER_LIMITS,
+  filesOut = DEFAULT_TRANSFER_LIMITS,
+  minIsolation,
+  kind = DEEPAGENTS_KIND,
+  resources,
+} = {}) {
+  const spec = {
+    kind,
+    egress: egressAllow.length > 0 ? "allowlist" : "closed",
+    egress_allow: [...egressAllow],
+    work_dir: workDir,
+    requires: [...REQUIRED_CAPABILITIES],
+    files_in: { ...filesIn },
+    files_out: { ...filesOut },
+  };
+  if (image !== undefined) spec.image = image;
+  if (minIsolation !== undefined) spec.min_isolation = minIsolation;
+  if (resources !== undefined) spec.resources = { ...resources };
+  return spec;
+}
+
+function checkKey(key) {
+  if (!key || typeof key !== "object") throw new TypeError("key must be {scope, thread_id, agent_dir}");
+  for (const field of Object.keys(key)) {
+    if (!["scope", "thread_id", "agent_dir"].includes(field)) {
+      throw new TypeError(`key.${field} is not a key field (scope, thread_id, agent_dir)`);
+    }
+  }
+  if (typeof key.scope !== "string" || key.scope === "") throw new TypeError("key.scope must be a non-empty string");
+  for (const field of ["thread_id", "agent_dir"]) {
+    if (key[field] !== undefined && typeof key[field] !== "string") {
+      throw new TypeError(`key.${field} must be a string`);
+    }
+  }
+  return { scope: key.scope, thread_id: key.thread_id ?? "", agent_dir: key.agent_dir ?? "" };
+}
+
+function checkSpec(spec) {
+  if (!spec || typeof spec !== "object" || typeof spec.kind !== "string" || spec.kind === "") {
+    throw new TypeError("spec must be an object with a kind; build it with deepagentsSpec()");
+  }
+  const requires = new Set(spec.requires ?? ["exec", "files_in"]);
+  const missing = REQUIRED_CAPABILITIES.filter((capability) => !requires.has(capability));
+  if (missing.length > 0) {
+    throw new TypeError(
+      `the '${spec.kind}' spec does not require ${missing.join(", ")}, which Deep Agents' execute, ` +
+        "write and download tools need; build it with deepagentsSpec()",
+    );
+  }
+  if (spec.egress === "unrestricted") {
+    throw new TypeError(
+      "spec.egress must be closed or allowlist: the model writes the commands, so an open network " +
+        "is not a posture this sandbox takes",
+    );
+  }
+  const workDir = spec.work_dir ?? DEFAULT_WORK_DIR;
+  if (typeof workDir !== "string" || !workDir.startsWith("/") || workDir.includes("\0")) {
+    throw new TypeError("spec.work_dir must be an absolute guest path: the model is told where its files are");
+  }
+  return {
+    workDir: posix.normalize(workDir),
+    filesIn: spec.files_in ?? DEFAULT_TRANSFER_LIMITS,
+    filesOut: spec.files_out ?? DEFAULT_TRANSFER_LIMITS,
+  };
+}
+
+function positiveInteger(value, what) {
+  if (!Number.isSafeInteger(value) || value <= 0) throw new TypeError(`${what} must be a positive integer`);
+  return value;
+}
+
+/** One combined stream, as Deep Agents' own shell backend renders it. */
+function render(result) {
+  const stdout = result.stdout_base64 !== undefined
+    ? Buffer.from(result.stdout_base64, "base64").toString("utf8")
+    : result.stdout ?? "";
+  const stderr = result.stderr_base64 !== undefined
+    ? Buffer.from(result.stderr_base64, "base64").toString("utf8")
+    : result.stderr ?? "";
+  const parts = [];
+  if (stdout) parts.push(stdout);
+  if (stderr) parts.push(...stderr.trim().split("\n").map((line) => `[stderr] ${line}`));
+  return parts.length > 0 ? parts.join("\n") : "<no output>";
+}
+
+export class AirlockSandbox extends BaseSandbox {
+  #client;
+  #key;
+  #spec;
+  #workDir;
+  #filesIn;
+  #filesOut;
+  #execTimeoutMs;
+  #maxOutputBytes;
+  #id;
+  #handle = null;
+  #instanceId = null;
+  #closed = false;
+  #log;
+
+  /**
+   * Prefer `AirlockSandbox.create()`, which asks the daemon whether it can serve the spec before
+   * any agent is built.
+   */
+  constructor({ client, key, spec, backend, execTimeoutMs = DEFAULT_EXEC_TIMEOUT_MS, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES, log = console }) {
+    super();
+    if (!(client instanceof AirlockClient)) throw new TypeError("client must be an AirlockClient");
+    this.#client = client;
+    this.#key = checkKey(key);
+    const checked = checkSpec(spec);
+    this.#spec = { ...spec, work_dir: checked.workDir };
+    this.#workDir = checked.workDir;
+    this.#filesIn = checked.filesIn;
+    this.#filesOut = checked.filesOut;
+    this.#execTimeoutMs = positiveInteger(execTimeoutMs, "execTimeoutMs");
+    this.#maxOutputBytes = positiveInteger(maxOutputBytes, "maxOutputBytes");
+    this.#log = log;
+    // Opaque, because Deep Agents may show it to the model and a scope is often a tenant; stable,
+    // because two adapters over one key, kind, backend and posture reach one sandbox.
+    const identity = [
+      client.endpoint,
+      backend ?? "",
+      this.#key.scope,
+      this.#key.thread_id,
+      this.#key.agent_dir,
+      this.#spec.kind,
+      this.#spec.egress ?? "closed",
+      [...(this.#spec.egress_allow ?? [])].sort(),
+    ];
+    this.#id = `airlock-${createHash("sha256").update(JSON.stringify(identity)).digest("hex").slice(0, 16)}`;
+  }
+
+  /**
+   * Checks the spec with the daemon (every router check; nothing is acquired) and returns the
+   * sandbox. Throws when the daemon refuses the spec or cannot be reached: a misconfigured host
+   * fails here, before an agent is built, not on the model's first command.
+   *
+   * @param {object} options
+   * @param {string} [options.socketPath] the daemon's unix socket (or pass `client`)
+   * @param {AirlockClient} [options.client]
+   * @param {{scope: string, thread_id?: string, agent_dir?: string}} options.key from the host's request context
+   * @param {object} [options.spec] default deepagentsSpec()
+   */
+  static async create({ socketPath, client, key, spec = deepagentsSpec(), ...rest } = {}) {
+    const reach = client ?? new AirlockClient({ socketPath });
+    checkKey(key);
+    checkSpec(spec);
+    const reply = await reach.request("POST", "/v1/check", { json: { spec }, timeoutMs: 30_000 });
+    if (reply.status !== 200) {
+      const error = reply.error() ?? { type: "HTTP", message: `status ${reply.status}` };
+      const refused = new Error(`airlockd refused the spec: ${error.type}: ${error.message}`);
+      refused.name = "AirlockRefusal";
+      refused.type = error.type;
+      refused.check = error.check;
+      throw refused;
+    }
+    const backend = reply.json()?.decision?.backend ?? "";
+    return new AirlockSandbox({ client: reach, key, spec, backend, ...rest });
+  }
+
+  get id() {
+    return this.#id;
+  }
+
+  get isRunning() {
+    return this.#handle !== null && !this.#closed;
+  }
+
+  /** The daemon's handle once acquired (for a host's logs; never shown to a model). */
+  get handle() {
+    return this.#handle;
+  }
+
+  /** The instance the last call reached. */
+  get instanceId() {
+    return this.#instanceId;
+  }
+
+  get workDir() {
+    return this.#workDir;
+  }
+
+  #insideBase(path) {
+    if (!path.startsWith("/")) return true;
+    const normalized = posix.normalize(path);
+    return normalized === this.#workDir || normalized.startsWith(this.#workDir === "/" ? "/" : `${this.#workDir}/`);
+  }
+
+  /**
+   * Inside the work directory a path goes through the daemon's file plane, which refuses a
+   * link anywhere in it; outside (Deep Agents' /conversation_history, /tmp) through the shell
+   * roads — bounded commands running as the guest, which widen nothing execute had not opened.
+   */
+  #road(path) {
+    return this.#insideBase(path) ? {} : { road: "shell", timeout_ms: this.#execTimeoutMs };
+  }
+
+  #note(instanceId) {
+    if (typeof instanceId === "string" && instanceId) this.#instanceId = instanceId;
+  }
+
+  /** Get-or-create the sandbox; the handle is cached (it is stable for this key and spec). */
+  async #acquire(timeoutMs) {
+    const reply = await this.#client.request("POST", "/v1/sandboxes", {
+      json: { key: this.#key, spec: this.#spec },
+      timeoutMs,
+    });
+    if (reply.status !== 200 && reply.status !== 201) {
+      const error = reply.error();
+      this.#log.warn?.(`${this.#id}: acquire refused (${reply.status} ${error?.type}): ${error?.message}`);
+      return null;
+    }
+    const body = reply.json();
+    this.#handle = body.sandbox;
+    this.#closed = false;
+    this.#note(body.instance_id);
+    return this.#handle;
+  }
+
+  /**
+   * A call on the handle; when the daemon no longer knows the handle (the host purged the
+   * conversation), the sandbox is acquired again — get-or-create starts it cold — and the call
+   * is made once more. Nothing ran on a 404, so the retry cannot run a command twice.
+   */
+  async #call(method, suffix, options) {
+    if (this.#handle === null && (await this.#acquire(options.timeoutMs ?? 30_000)) === null) return null;
+    let reply = await this.#client.request(method, `/v1/sandboxes/${this.#handle}${suffix}`, options);
+    if (reply.status === 404 && reply.error()?.type === "SandboxHandleNotFound") {
+      if ((await this.#acquire(options.timeoutMs ?? 30_000)) === null) return null;
+      reply = await this.#client.request(method, `/v1/sandboxes/${this.#handle}${suffix}`, options);
+    }
+    return reply;
+  }
+
+  // ---- execute --------------------------------------------------------------------------------
+
+  async execute(command) {
+    if (typeof command !== "string" || command === "") {
+      return { output: NOT_A_COMMAND, exitCode: 1, truncated: false };
+    }
+    const seconds = this.#execTimeoutMs / 1000;
+    try {
+      const reply = await this.#call("POST", "/exec", {
+        json: {
+          shell: command,
+          timeout_ms: this.#execTimeoutMs,
+          max_output_bytes: this.#maxOutputBytes,
+          overflow: "refuse",
+        },
+        timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
+      });
+      if (reply === null) return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+      const body = reply.json();
+      if (reply.status === 200 && body?.result) {
+        this.#note(body.instance_id);
+        const output = render(body.result);
+        // The prefixes grow the stream: what reaches the model is held to the same budget.
+        if (Buffer.byteLength(output, "utf8") > this.#maxOutputBytes) {
+          return { output: OUTPUT_DROPPED(this.#maxOutputBytes), exitCode: EXIT_AIRLOCK, truncated: true };
+        }
+        return { output, exitCode: body.result.exit_code, truncated: false };
+      }
+      const error = reply.error() ?? {};
+      switch (error.type) {
+        case "Timeout":
+        case "SandboxQueuedTimeout":
+          return { output: TIMED_OUT(seconds), exitCode: EXIT_TIMEOUT, truncated: false };
+        case "SandboxExecOutputLimitExceeded":
+          return { output: OUTPUT_DROPPED(this.#maxOutputBytes), exitCode: EXIT_AIRLOCK, truncated: true };
+        default:
+          break;
+      }
+      this.#log.warn?.(`${this.#id}: exec answered ${reply.status} ${error.type}: ${error.message}`);
+      if (reply.status >= 500 && reply.status !== 503) {
+        return { output: EXEC_FAILED, exitCode: EXIT_AIRLOCK, truncated: false };
+      }
+      return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+    } catch (error) {
+      if (error instanceof AirlockTransportError && error.timedOut) {
+        // The wait was given up and the connection closed: the daemon stops the command and
+        // condemns the instance.
+        return { output: TIMED_OUT(seconds), exitCode: EXIT_TIMEOUT, truncated: false };
+      }
+      this.#log.warn?.(`${this.#id}: exec failed: ${error?.message ?? error}`);
+      return { output: error instanceof AirlockTransportError ? SANDBOX_UNAVAILABLE : EXEC_FAILED, exitCode: EXIT_AIRLOCK, truncated: false };
+    }
+  }
+
+  // ---- files in -------------------------------------------------------------------------------
+
+  async uploadFiles(files) {
+    if (!Array.isArray(files) || files.length === 0) return [];
+    const limits = this.#filesIn;
+    if (files.length > limits.max_files) {
+      return files.map(([path]) => ({ path, error: TOO_MANY_FILES("files_in") }));
+    }
+    const responses = [];
+    let sent = 0;
+    for (let index = 0; index < files.length; index += 1) {
+      const [path, content] = files[index];
+      let error = null;
+      try {
+        if (typeof path !== "string" || path === "" || path.includes("\0")) {
+          error = "invalid_path";
+        } else if (!(content instanceof Uint8Array)) {
+          error = UPLOAD_FAILED;
+        } else if (content.byteLength > limits.max_bytes_per_file) {
+          error = OVER_FILE_CAP("files_in");
+        } else if (sent + content.byteLength > limits.max_total_bytes) {
+          error = OVER_TOTAL_CAP("files_in");
+        } else {
+          const reply = await this.#call("PUT", "/files", {
+            query: { path, working_directory: this.#workDir, ...this.#road(path) },
+            body: content,
+            timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
+          });
+          if (reply === null) {
+            error = UPLOAD_FAILED;
+          } else if (reply.status === 200) {
+            this.#note(reply.json()?.instance_id);
+          } else {
+            const refused = reply.error() ?? {};
+            if (refused.condemned) {
+              // A write neither refused nor finished: the sandbox goes, and the batch with it.
+              for (const [rest] of files.slice(index)) responses.push({ path: rest, error: UPLOAD_BATCH_LOST });
+              return responses;
+            }
+            if (REFUSAL_CODES.has(refused.refusal)) error = refused.refusal;
+            else if (reply.status === 413) error = OVER_FILE_CAP("files_in");
+            else {
+              this.#log.warn?.(`${this.#id}: upload answered ${reply.status} ${refused.type}: ${refused.message}`);
+              error = UPLOAD_FAILED;
+            }
+          }
+        }
+      } catch (failure) {
+        this.#log.warn?.(`${this.#id}: upload failed: ${failure?.message ?? failure}`);
+        error = UPLOAD_FAILED;
+      }
+      if (error === null) sent += content.byteLength;
+      responses.push({ path, error });
+    }
+    return responses;
+  }
+
+  // ---- files out ------------------------------------------------------------------------------
+
+  async downloadFiles(paths) {
+    if (!Array.isArray(paths) || paths.length === 0) return [];
+    const limits = this.#filesOut;
+    if (paths.length > limits.max_files) {
+      return paths.map((path) => ({ path, content: null, error: TOO_MANY_FILES("files_out") }));
+    }
+    const responses = [];
+    let room = limits.max_total_bytes;
+    for (const path of paths) {
+      // Read under the smaller of the per-file cap and what the batch has left; which cap that
+      // is comes from the numbers handed down, never from a stat a growing file made stale.
+      const cap = Math.min(limits.max_bytes_per_file, room);
+      const overCap = cap === limits.max_bytes_per_file ? OVER_FILE_CAP("files_out") : OVER_TOTAL_CAP("files_out");
+      let response;
+      try {
+        if (typeof path !== "string" || path === "" || path.includes("\0")) {
+          response = { path, content: null, error: "invalid_path" };
+        } else {
+          const reply = await this.#call("GET", "/files", {
+            query: { path, working_directory: this.#workDir, max_bytes: cap, ...this.#road(path) },
+            timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
+          });
+          if (reply === null) {
+            response = { path, content: null, error: DOWNLOAD_FAILED };
+          } else if (reply.status === 200) {
+            this.#note(reply.headers["x-airlock-instance"]);
+            response = reply.body.length > cap
+              ? { path, content: null, error: overCap }
+              : { path, content: new Uint8Array(reply.body.buffer, reply.body.byteOffset, reply.body.length), error: null };
+          } else {
+            const refused = reply.error() ?? {};
+            if (refused.condemned) {
+              // A shell read whose end is unknown: the sandbox goes, and the rest is not read.
+              responses.push({ path, content: null, error: reply.status === 413 ? overCap : DOWNLOAD_BATCH_LOST });
+              for (const rest of paths.slice(responses.length)) {
+                responses.push({ path: rest, content: null, error: DOWNLOAD_BATCH_LOST });
+              }
+              return responses;
+            }
+            if (REFUSAL_CODES.has(refused.refusal)) response = { path, content: null, error: refused.refusal };
+            else if (reply.status === 413) response = { path, content: null, error: overCap };
+            else {
+              this.#log.warn?.(`${this.#id}: download answered ${reply.status} ${refused.type}: ${refused.message}`);
+              response = { path, content: null, error: DOWNLOAD_FAILED };
+            }
+          }
+        }
+      } catch (failure) {
+        this.#log.warn?.(`${this.#id}: download failed: ${failure?.message ?? failure}`);
+        response = { path, content: null, error: DOWNLOAD_FAILED };
+      }
+      if (response.content) room -= response.content.byteLength;
+      responses.push(response);
+    }
+    return responses;
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------
+
+  /**
+   * Dispose this conversation's sandbox: the daemon waits (exclusively) until every call over
+   * the key has left and a delete one of them queued has run, then disposes the instance this
+   * adapter last reached. True when nothing of it remains (also before any acquire, and when a
+   * purge already took it). Never throws; false when the delete did not land. The host's
+   * conversation-delete path (POST /v1/purge) is the backstop for a sandbox no close reached.
+   */
+  async close() {
+    this.#closed = true;
+    if (this.#handle === null) return true;
+    try {
+      const reply = await this.#client.request("DELETE", `/v1/sandboxes/${this.#handle}`, {
+        query: { instance_id: this.#instanceId ?? undefined },
+        timeoutMs: 60_000,
+      });
+      if (reply.status === 404) return true;
+      if (reply.status !== 200) {
+        const error = reply.error() ?? {};
+        this.#log.warn?.(`${this.#id}: close answered ${reply.status} ${error.type}: ${error.message}`);
+        return false;
+      }
+      return reply.json()?.disposed === true;
+    } catch (failure) {
+      this.#log.warn?.(`${this.#id}: close failed: ${failure?.message ?? failure}`);
+      return false;
+    }
+  }
+}

@@ -1,0 +1,24 @@
+// Compiled (never run) by types.test.mjs: the declarations must describe a class Deep Agents
+// accepts as a sandbox backend, under `strict`.
+import type { SandboxBackendProtocolV2 } from "deepagents";
+import { AirlockClient, AirlockSandbox, deepagentsSpec, EXIT_TIMEOUT } from "../../src/index.js";
+
+async function typed(): Promise<void> {
+  const client = new AirlockClient({ socketPath: "/run/airlock/airlockd.sock" });
+  const sandbox: AirlockSandbox = await AirlockSandbox.create({
+    client,
+    key: { scope: "tenant", thread_id: "t", agent_dir: "a" },
+    spec: deepagentsSpec({ egressAllow: ["pypi.org"] }),
+  });
+  const backend: SandboxBackendProtocolV2 = sandbox;
+  const response = await backend.execute("true");
+  const code: number | null = response.exitCode;
+  const timedOut: boolean = code === EXIT_TIMEOUT;
+  const [upload] = await sandbox.uploadFiles([["a.txt", new Uint8Array([1])]]);
+  const error: string | null = upload.error;
+  const closed: boolean = await sandbox.close();
+  void timedOut;
+  void error;
+  void closed;
+}
+void typed;

@@ -1,0 +1,110 @@
+# airlockd end to end: `airlock serve` spoken to with curl, the Deep Agents (JS) adapter's tests
+# against a real daemon, and the bounded load test (50 conversations) — each against the
+# `testing` backend, and against `linux` when this
+# build has it and runs as root (otherwise the linux runs are SKIPPED, loudly, with the reason).
+# The daemon's own gtest suite (daemon_tests, its DaemonOnLinux cases included) runs with every
+# other CTest suite in 10-unit.
+# Takes about 2 minutes on the shared 2-core machine: npm ci 30–40 s (registry reachable, cache
+# cold), the adapter's tests ~50 s, the load test ~3 s (testing) and ~30 s (linux).
+set -euo pipefail
+cd "$AIRLOCK_SOURCE_DIR"
+build="$AIRLOCK_BUILD_DIR"
+export AIRLOCKD="$PWD/$build/src/daemon/airlockd"
+export AIRLOCK_BUILD_DIR="$PWD/$build"
+airlock="$PWD/$build/src/cli/airlock"
+status=0
+
+# Which backends can this build route to? `airlock check` builds the same router from the same
+# document the daemon reads, and names an unknown backend type.
+backends=(testing)
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$probe/state\"}],\"min_isolation\":\"container\"}" >"$probe/linux.json"
+echo '{"kind":"deepagents","requires":["exec","files_in","files_out"]}' >"$probe/spec.json"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIPPED: the linux load test and linux adapter tests: the linux backend needs root here (CI runs as root)"
+elif reason=$("$airlock" check --config "$probe/linux.json" --spec "$probe/spec.json" 2>&1); then
+  backends+=(linux)
+else
+  echo "SKIPPED: the linux load test and linux adapter tests: $(tail -n1 <<<"$reason")"
+fi
+
+# ---- `airlock serve`, as an operator runs it, spoken to with curl --------------------------------
+serve_backend=${backends[-1]}
+echo "--- airlock serve over the $serve_backend backend"
+serve_dir=$(mktemp -d)
+serve_pid=
+stop_serve() {
+  if [[ -n $serve_pid ]] && kill -0 "$serve_pid" 2>/dev/null; then
+    curl -sf --unix-socket "$serve_dir/sock" -X POST -d '{"scope":"serve-e2e"}' http://x/v1/purge >/dev/null || true
+    kill -TERM "$serve_pid"
+    wait "$serve_pid" || true
+  fi
+  rm -rf "$serve_dir"
+}
+trap 'stop_serve; rm -rf "$probe"' EXIT
+if [[ $serve_backend == linux ]]; then
+  echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$serve_dir/linux\"}],\"min_isolation\":\"container\"}" >"$serve_dir/config.json"
+else
+  echo '{"backends":[{"type":"testing","capabilities":["exec","files_in","files_out"]}],"min_isolation":"none"}' >"$serve_dir/config.json"
+fi
+"$airlock" serve --config "$serve_dir/config.json" --socket "$serve_dir/sock" --state-dir "$serve_dir/state" \
+  --ready-file "$serve_dir/ready" >"$serve_dir/log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 300); do [[ -e $serve_dir/ready ]] || ! kill -0 "$serve_pid" 2>/dev/null && break; sleep 0.1; done
+serve_fail() { echo "airlock serve: $*"; cat "$serve_dir/log"; status=1; }
+api() { curl -s --unix-socket "$serve_dir/sock" -H 'Content-Type: application/json' "$@" || true; }
+if [[ ! -e $serve_dir/ready ]]; then
+  serve_fail "did not start"
+else
+  mode=$(stat -c %a "$serve_dir/sock")
+  [[ $mode == 660 ]] || serve_fail "socket mode $mode, not 660"
+  [[ $(api http://x/v1/health) == *'"ok"'* ]] || serve_fail "health: $(api http://x/v1/health)"
+  acquired=$(api -X POST -d '{"key":{"scope":"serve-e2e","thread_id":"t","agent_dir":"a"},"spec":{"kind":"deepagents","requires":["exec","files_in","files_out"]}}' http://x/v1/sandboxes)
+  handle=$(sed -n 's/.*"sandbox":"\([^"]*\)".*/\1/p' <<<"$acquired")
+  if [[ -z $handle ]]; then
+    serve_fail "acquire: $acquired"
+  else
+    ran=$(api -X POST -d '{"argv":["echo","served"]}' "http://x/v1/sandboxes/$handle/exec")
+    [[ $ran == *'"stdout":"served\n"'* ]] || serve_fail "exec: $ran"
+    bad=$(api -o /dev/null -w '%{http_code}' -X POST -d '{"argv":"echo"}' "http://x/v1/sandboxes/$handle/exec")
+    [[ $bad == 400 ]] || serve_fail "a malformed exec answered $bad, not 400"
+    gone=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/sandboxes/$handle")
+    [[ $gone == 200 ]] || serve_fail "dispose answered $gone"
+  fi
+  kill -TERM "$serve_pid"
+  if wait "$serve_pid"; then
+    [[ ! -e $serve_dir/sock ]] || serve_fail "the socket outlived a graceful stop"
+  else
+    serve_fail "did not exit 0 on SIGTERM"
+  fi
+fi
+echo "--- airlock serve: done"
+
+# ---- the Deep Agents adapter ---------------------------------------------------------------------
+echo "--- clients/deepagents-js: npm ci"
+started=$(date +%s)
+(cd clients/deepagents-js && npm ci --no-audit --no-fund --loglevel=error)
+echo "--- npm ci took $(( $(date +%s) - started ))s"
+echo "--- clients/deepagents-js: node --test"
+log=$(mktemp)
+if (cd clients/deepagents-js && npm test) >"$log" 2>&1; then
+  grep -E '^# (tests|pass|fail|skipped)' "$log" || true
+else
+  cat "$log"
+  echo "deepagents-js tests FAILED"
+  status=1
+fi
+grep -E '^SKIPPED:|^# SKIPPED:' "$log" | sed 's/^# //' | sort -u || true
+rm -f "$log"
+
+# ---- the load test ---------------------------------------------------------------------------------
+for backend in "${backends[@]}"; do
+  echo "--- load: 50 conversations against the $backend backend"
+  if ! AIRLOCK_LOAD_BACKEND="$backend" AIRLOCK_LOAD_SECONDS=90 \
+      timeout 300 "$build/tests/daemon/daemon_load_test"; then
+    echo "load test against $backend FAILED"
+    status=1
+  fi
+done
+exit "$status"

@@ -1,0 +1,96 @@
+// The versioned API (`/v1/...`) over one router: the route handlers and what they share.
+//
+// Every operation on a sandbox goes through the router's call lifecycle: it is admitted over
+// (key, kind) — waiting behind an exclusive close or a queued delete, never past its deadline —
+// acquires (get-or-create, every router check again), runs, and leaves. An exec whose end is
+// unknown (its timeout passed, its output broke the ceiling, its client hung up, or its result
+// was lost) condemns the instance: the delete is queued and runs when the last call over the
+// key leaves, on the router's background worker so the caller's answer does not wait for it.
+// The next call over the key then starts cold. File reads never condemn (they change nothing);
+// a write the backend neither refused nor finished does.
+//
+// The key always comes from the calling host (POST /v1/sandboxes), is stored with the handle,
+// and is never derived from anything a model could write. docs/api/openapi.yaml documents each
+// route; tests/daemon checks that every route here appears there.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "airlock/router.hpp"
+#include "daemon/handle_store.hpp"
+#include "daemon/http.hpp"
+#include "daemon/metrics.hpp"
+
+namespace airlock::daemon {
+
+struct ApiLimits {
+  Milliseconds default_exec_timeout{60'000};
+  Milliseconds max_exec_timeout{3'600'000};
+  std::uint64_t default_max_output_bytes = 1u << 20;
+  std::uint64_t max_output_bytes = 64u << 20;
+  // How long a non-exec call (acquire, files, dispose) may wait for admission.
+  Milliseconds admission_timeout{30'000};
+};
+
+class Api {
+ public:
+  struct Admitted;
+
+  Api(SandboxRouter& router, HandleStore& store, Metrics& metrics, ApiLimits limits);
+
+  // Adds every /v1 route to `table`. `draining` is read by the health route.
+  void add_routes(RouteTable& table);
+
+  void set_draining() noexcept { draining_ = true; }
+
+ private:
+  // Admission + acquire for the sandbox behind request.params["handle"].
+  Admitted admit(const HttpRequest& request, Milliseconds timeout, bool exclusive = false);
+  HandleRecord record_for(const HttpRequest& request) const;
+  void condemn(Admitted& call, const char* why);
+
+  // system
+  HttpResponse health(const HttpRequest& request);
+  HttpResponse metrics(const HttpRequest& request);
+  HttpResponse backends(const HttpRequest& request);
+  HttpResponse backend_sandboxes(const HttpRequest& request);
+  HttpResponse check(const HttpRequest& request);
+  HttpResponse purge(const HttpRequest& request);
+  // sandboxes
+  HttpResponse acquire(const HttpRequest& request);
+  HttpResponse list_sandboxes(const HttpRequest& request);
+  HttpResponse describe_sandbox(const HttpRequest& request);
+  HttpResponse dispose(const HttpRequest& request);
+  HttpResponse exec(const HttpRequest& request);
+  ExecResult run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
+                             std::chrono::steady_clock::time_point started, Milliseconds timeout);
+  // files
+  HttpResponse put_file(const HttpRequest& request);
+  HttpResponse get_file(const HttpRequest& request);
+  HttpResponse delete_file(const HttpRequest& request);
+  HttpResponse stat(const HttpRequest& request);
+  HttpResponse list(const HttpRequest& request);
+  std::uint64_t upload_cap(const HttpRequest& request) const;
+  Milliseconds road_timeout(const HttpRequest& request) const;
+  // outputs
+  HttpResponse outputs(const HttpRequest& request);
+
+  SandboxRouter& router_;
+  HandleStore& store_;
+  Metrics& metrics_;
+  ApiLimits limits_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<bool> draining_{false};
+};
+
+// An admitted call on one handle: the record, the admission, the sandbox it acquired.
+struct Api::Admitted {
+  HandleRecord record;
+  CallAdmission admission;
+  std::shared_ptr<Sandbox> sandbox;
+};
+
+}  // namespace airlock::daemon

@@ -1,0 +1,118 @@
+#include "daemon/http_errors.hpp"
+
+#include <cerrno>
+
+#include "airlock/shell_roads.hpp"
+
+namespace airlock::daemon {
+
+int http_status_for(const std::exception& error) noexcept {
+  if (const auto* http = dynamic_cast<const HttpError*>(&error)) return http->status();
+  if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) {
+    switch (refused->refusal()) {
+      case FileRefusal::not_found:
+        return 404;
+      case FileRefusal::is_directory:
+        return 409;
+      case FileRefusal::permission_denied:
+        return 403;
+      case FileRefusal::invalid_path:
+        return 400;
+    }
+    return 400;
+  }
+  if (dynamic_cast<const QueuedTimeout*>(&error)) return 503;
+  if (dynamic_cast<const Timeout*>(&error)) return 504;
+  if (dynamic_cast<const NotFound*>(&error)) return 404;
+  if (dynamic_cast<const IsADirectory*>(&error)) return 409;
+  if (dynamic_cast<const NotADirectory*>(&error)) return 409;
+  if (const auto* system = dynamic_cast<const SystemError*>(&error)) {
+    switch (system->error_number()) {
+      case EACCES:
+      case EPERM:
+        return 403;
+      case ENOENT:
+        return 404;
+      case EISDIR:
+      case ENOTDIR:
+        return 409;
+      case ELOOP:   // a link the file plane refuses to read
+      case EINVAL:  // a non-regular entry
+      case 0:
+        return 400;
+      default:
+        return 500;
+    }
+  }
+  if (dynamic_cast<const InvalidArgument*>(&error)) return 400;
+  if (dynamic_cast<const RouterRefusal*>(&error)) return 403;
+  if (dynamic_cast<const NoSandboxBackend*>(&error)) return 503;
+  if (dynamic_cast<const TransferCapExceeded*>(&error)) return 413;
+  // The sandbox's state does not satisfy its declared outputs (missing, not regular, a name
+  // that cannot be delivered, two that collide).
+  if (dynamic_cast<const OutputError*>(&error)) return 422;
+  // A shell road's command ended badly (Failed: nothing landed) or its end is unknown
+  // (Unfinished: the caller condemns).
+  if (dynamic_cast<const ShellTransferFailed*>(&error)) return 502;
+  if (dynamic_cast<const ShellTransferUnfinished*>(&error)) return 502;
+  if (dynamic_cast<const ExecOutputLimitExceeded*>(&error)) return 422;
+  if (dynamic_cast<const NotSupported*>(&error)) return 501;
+  if (dynamic_cast<const BackendError*>(&error)) return 502;
+  if (dynamic_cast<const Error*>(&error)) return 500;
+  return 500;
+}
+
+std::optional<FileRefusal> file_refusal_of(const std::exception& error) noexcept {
+  if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) return refused->refusal();
+  try {
+    if (auto refusal = file_refusal(error)) return refusal;  // the core's reading first
+  } catch (...) {
+  }
+  if (dynamic_cast<const ConfinementError*>(&error)) return FileRefusal::invalid_path;
+  if (dynamic_cast<const NotFound*>(&error)) return FileRefusal::not_found;
+  if (dynamic_cast<const IsADirectory*>(&error)) return FileRefusal::is_directory;
+  // A parent that is a file: the path cannot name anything, as with a link in it.
+  if (dynamic_cast<const NotADirectory*>(&error)) return FileRefusal::invalid_path;
+  if (dynamic_cast<const Timeout*>(&error)) return std::nullopt;
+  if (const auto* system = dynamic_cast<const SystemError*>(&error)) {
+    switch (system->error_number()) {
+      case EACCES:
+      case EPERM:
+        return FileRefusal::permission_denied;
+      case ENOENT:
+        return FileRefusal::not_found;
+      case EISDIR:
+        return FileRefusal::is_directory;
+      case ENOTDIR:
+      case ELOOP:
+      case EINVAL:
+      case 0:
+        // The file plane refuses a link or a non-regular entry without following it.
+        return FileRefusal::invalid_path;
+      default:
+        return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+HttpResponse error_response(const std::exception& error, bool file_route, const json::Json& extra) {
+  const int status = http_status_for(error);
+  json::Json body = json::error_to_json(error);
+  if (status == 500 && dynamic_cast<const Error*>(&error) == nullptr) {
+    body = json::Json{{"type", "InternalError"}, {"message", "internal error; see the daemon log"}};
+  }
+  if (file_route) {
+    if (auto refusal = file_refusal_of(error)) body["refusal"] = std::string(to_string(*refusal));
+  }
+  if (extra.is_object()) {
+    for (const auto& [name, value] : extra.items()) body[name] = value;
+  }
+  HttpResponse response = HttpResponse::json(status, json::Json{{"error", body}});
+  if (status == 503 && dynamic_cast<const QueuedTimeout*>(&error)) {
+    response.headers.emplace_back("Retry-After", "1");
+  }
+  return response;
+}
+
+}  // namespace airlock::daemon
