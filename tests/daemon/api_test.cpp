@@ -2,6 +2,9 @@
 // files classified per path, and the router's decisions passed through unchanged.
 #include <sys/stat.h>
 
+#include <chrono>
+#include <thread>
+
 #include "airlock/encoding.hpp"
 #include "daemon/handle_store.hpp"
 #include "daemon/support.hpp"
@@ -401,7 +404,20 @@ TEST(DaemonApi, MetricsCountRequestsByRouteAndStatus) {
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   fixture.exec(handle, {{"argv", {"echo"}}});
   fixture.exec(handle, {{"argv", {"echo"}}, {"bogus", 1}});
-  const Reply metrics = fixture.client->get("/v1/metrics");
+  // A request is counted when its exchange completes, after its last byte is sent, so the client
+  // can hold its answer a moment before the count moves: read until both execs appear (bounded).
+  const auto exec_counted = [](const std::string& text, int status) {
+    return text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/"
+                     "{handle}/exec\",status=\"" +
+                     std::to_string(status) + "\"} 1") != std::string::npos;
+  };
+  Reply metrics = fixture.client->get("/v1/metrics");
+  for (int attempt = 0;
+       attempt < 100 && !(exec_counted(metrics.body, 200) && exec_counted(metrics.body, 400));
+       ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    metrics = fixture.client->get("/v1/metrics");
+  }
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.headers.at("content-type").rfind("text/plain", 0), 0u);
   const std::string& text = metrics.body;
