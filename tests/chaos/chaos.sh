@@ -112,43 +112,29 @@ KilledCliMidExecIsReclaimedByPurge() {
   fi
 }
 
-# SIGKILL the CLI while a large --put is being written into the sandbox: the half-written file
-# and the sandbox are reclaimed by purge, and nothing is left.
+# SIGKILL the CLI while a large --put is being written into the sandbox: no partial file ever
+# sits under its final name, and purge reclaims the half-written one with the sandbox. The
+# poller (kill_mid_put.py) kills the CLI the moment a partial file appears; up to three tries,
+# then the case fails as unproven rather than passing vacuously.
 KilledCliMidTransferIsReclaimedByPurge() {
-  local big=$state.big
-  local spec=$state.spec
-  head -c $((200 << 20)) /dev/zero >"$big"
+  local big=$state.big spec=$state.spec size=$((200 << 20))
+  head -c $size /dev/zero >"$big"
   printf '{"kind": "run", "files_in": {"max_files": 1, "max_bytes_per_file": %d, "max_total_bytes": %d}}' \
-    $((200 << 20)) $((200 << 20)) >"$spec"
-  run --spec "$spec" --put "$big=/maf-sandbox/work/big" -- true >/dev/null 2>&1 &
-  cli_pid=$!
-  partial() {
-    local f size
-    for f in "$state"/linux/*/work/work/* "$state"/linux/*/work/work/.*; do
-      [[ -f $f ]] || continue
-      size=$(stat -c %s "$f")
-      ((size > 0 && size < (200 << 20))) && return 0
-    done
-    return 1
-  }
-  local caught=0
-  for ((i = 0; i < 2000; i++)); do
-    if partial; then caught=1; break; fi
-    kill -0 "$cli_pid" 2>/dev/null || break
-    sleep 0.005
+    $size $size >"$spec"
+  local attempt caught=''
+  for attempt in 1 2 3; do
+    caught=$("$source_dir/tests/chaos/kill_mid_put.py" "$airlock" "$config" "$spec" "$big" "$state" $size)
+    [[ -n $caught ]] && break
+    "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1
   done
-  kill -KILL "$cli_pid" 2>/dev/null; wait "$cli_pid" 2>/dev/null; cli_pid=''
   rm -f "$big" "$spec"
-  # Writes land under a temporary name and are renamed whole: the guest never sees half a file.
+  [[ -n $caught ]] || { echo "the transfer was never caught half-way in 3 tries; nothing proven"; return 1; }
+  echo "killed the CLI with $caught (try $attempt)"
   local final
   for final in "$state"/linux/*/work/work/big; do
     [[ -f $final ]] || continue
-    [[ $(stat -c %s "$final") -eq $((200 << 20)) ]] || { echo "a partial file sits under its final name"; return 1; }
+    [[ $(stat -c %s "$final") -eq $size ]] || { echo "a partial file sits under its final name"; return 1; }
   done
-  if ((caught == 0)); then
-    echo "the transfer was never caught half-way (it finished first); nothing proven"
-    return 1
-  fi
   recover_and_audit
 }
 
@@ -240,6 +226,7 @@ for name in "${cases[@]}"; do
   output=$(cat "$log"); rm -f "$log"
   if ((result == 0)); then
     echo "PASS $name ($(($(date +%s) - started))s)"
+    [[ -n $output ]] && sed 's/^/    /' <<<"$output"
   else
     echo "FAIL $name ($(($(date +%s) - started))s)"
     sed 's/^/    /' <<<"$output"
