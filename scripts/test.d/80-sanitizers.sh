@@ -31,11 +31,12 @@ present() {  # only the test executables this tree has
 run_preset() {
   local preset=$1 labels=$2
   shift 2
-  local started=$(date +%s)
+  local started built
+  started=$(date +%s)
   mapfile -t targets < <(present "$@")
   [[ -f build/$preset/build.ninja ]] || cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" --target "${targets[@]}"
-  local built=$(date +%s)
+  built=$(date +%s)
   ctest --test-dir "build/$preset" -L "$labels" --output-on-failure --timeout 900 -j2
   echo "80-sanitizers: $preset: built in $((built - started))s, ran in $(($(date +%s) - built))s"
 }
