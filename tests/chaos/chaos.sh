@@ -204,7 +204,10 @@ KilledInitIsReclaimedByPurge() {
     --keep --scope chaos --thread init -- echo alive 2>&1) && code=0 || code=$?
   if [[ $code -eq 0 ]]; then
     [[ $out == alive ]] || { echo "after the init died: $out"; return 1; }
-  elif [[ $code -ne 125 ]]; then
+    echo "the next command on the key got a fresh sandbox"
+  elif [[ $code -eq 125 ]]; then
+    echo "the next command on the key was refused: $out"
+  else
     echo "the next command after the init died exited $code (124 = hung): $out"; return 1
   fi
   recover_and_audit
