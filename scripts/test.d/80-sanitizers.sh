@@ -1,6 +1,6 @@
 # The suites again under the sanitizers: ASan+UBSan (the `asan` preset) for the unit, core,
-# outputs, conformance (testing backend), images, kinds and linux backend tests, and TSan (the
-# `tsan` preset) for the concurrency and outputs tests. Any report fails the stage: UBSan is
+# outputs, conformance (testing backend), images, kinds, egress and linux backend tests, and TSan
+# (the `tsan` preset) for the concurrency, outputs and egress tests (as `make test-tsan`). Any report fails the stage: UBSan is
 # built with -fno-sanitize-recover, and ASan/TSan exit non-zero on their first finding.
 #
 # Only the test executables (and what they run) are built, not the whole tree: the stage has to
@@ -11,10 +11,10 @@ cd "$AIRLOCK_SOURCE_DIR"
 which=${AIRLOCK_SANITIZERS:-asan tsan}
 
 asan_targets=(core_tests core_concurrency_tests core_outputs_tests core_conformance_tests
-              images_tests testing_backend_tests codeact_tests linux_backend_tests)
-asan_labels='^(core|concurrency|outputs|conformance|images|backends|kinds|linux)$'
-tsan_targets=(core_concurrency_tests core_outputs_tests)
-tsan_labels='^(concurrency|outputs)$'
+              images_tests testing_backend_tests codeact_tests egress_tests linux_backend_tests)
+asan_labels='^(core|concurrency|outputs|conformance|images|backends|kinds|egress|linux)$'
+tsan_targets=(core_concurrency_tests core_outputs_tests egress_tests)
+tsan_labels='^(concurrency|outputs|egress)$'
 
 # halt_on_error: the first report is the failure. detect_leaks: a leak is a finding too.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:abort_on_error=0}

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/outputs.hpp"
 #include "airlock/paths.hpp"
@@ -39,6 +40,7 @@ struct RunOptions {
   bool truncate = false;
   std::string egress;
   std::vector<std::string> allow;
+  std::vector<std::uint64_t> allow_ports;
   std::optional<std::uint64_t> memory;
   std::optional<std::uint64_t> pids;
   std::optional<std::uint64_t> cpu;
@@ -118,7 +120,14 @@ int run(const RunOptions& options, const Context& context) {
   const SandboxKey key{options.scope,
                        options.thread.empty() ? "run-" + random_token() : options.thread,
                        options.agent};
-  auto router = options.router.build("linux");
+  json::Json routing = options.router.config("linux");
+  if (!options.allow_ports.empty()) {
+    // The ports are the linux backend's egress policy (they are not part of a spec).
+    for (auto& entry : routing["backends"]) {
+      if (entry.value("type", "") == "linux") entry["egress_ports"] = options.allow_ports;
+    }
+  }
+  auto router = make_router(routing, "config");
   const RoutingDecision decision = router->ensure_can_serve(spec);
   if (!context.json && !options.quiet) {
     std::cerr << "airlock: backend '" << decision.backend << "' ("
@@ -231,7 +240,15 @@ const bool kRegistered = register_command("run", [](CLI::App& app, Context& cont
                       "is killed, or with --truncate cut");
   command->add_flag("--truncate", options->truncate, "keep the head past --max-output");
   command->add_option("--egress", options->egress, "closed (default) or allowlist");
-  command->add_option("--allow", options->allow, "a host allowed out (repeatable; implies allowlist)");
+  // One value per flag: a vector option that may take several would swallow the `--` before
+  // the command, and the command's own flags would then be parsed as ours.
+  command
+      ->add_option("--allow", options->allow, "a host allowed out (repeatable; implies allowlist)")
+      ->allow_extra_args(false);
+  command
+      ->add_option("--allow-port", options->allow_ports,
+                   "a port allowed out (repeatable; default 443)")
+      ->allow_extra_args(false);
   command->add_option("--memory", options->memory, "memory limit in bytes");
   command->add_option("--pids", options->pids, "process limit");
   command->add_option("--cpu", options->cpu, "CPU limit in thousandths of a CPU");

@@ -1,4 +1,5 @@
 // airlock — the operator's CLI.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
@@ -26,6 +27,9 @@ bool register_command(std::string name, CommandSetup setup) {
 
 int main(int argc, char** argv) {
   using namespace airlock;
+  // Logs go to stderr: stdout carries results (a guest's output, --json documents), and a log
+  // line there — an egress denial, say — would corrupt them.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("airlock"));
   cli::Context context;
   CLI::App app{"airlock: one seam between agent hosts and the sandboxes that run their code"};
   app.require_subcommand(1);

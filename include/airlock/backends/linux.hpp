@@ -4,7 +4,8 @@
 // ipc, uts and cgroup namespaces) that reaps zombies and runs the commands sent to it over a
 // control socket, so a warm exec costs about one fork+exec.
 //
-// Declares: isolation `container`; egress `closed` (a network namespace with loopback only);
+// Declares: isolation `container`; egress `closed` (a network namespace with loopback only) and
+// `allowlist` (the same, plus the egress bridge below);
 // capabilities exec, run_code, files_in, files_out, files_list, files_delete; os family posix;
 // transfer ceilings from `LinuxBackendConfig::limits`.
 //
@@ -38,6 +39,17 @@
 //                    time, cgroups, creation time), the control socket and the sandbox's storage.
 //                    Sandboxes outlive the process that created them; any process with access to
 //                    the state directory adopts, lists, disposes or purges them.
+//   egress           `allowlist`: the sandbox's netns still has only loopback; inside it the init
+//                    relays 127.0.0.1:3128 to /run/airlock/egress.sock, bound read-only from
+//                    <state_dir>/linux/<id>/egress/. The backend owns ONE EgressProxy (egress.hpp:
+//                    one event-loop thread serving every sandbox's listener, started at the first
+//                    allowlisted acquire) and listens on that socket with the spec's egress_allow
+//                    as the host patterns over `egress_policy` — at create, and again whenever a
+//                    process adopts the live sandbox (the socket is unlinked and re-bound, so the
+//                    last process to acquire serves it). The listener lives until the sandbox is
+//                    disposed or the backend is destroyed; a kept sandbox whose process exits has
+//                    no proxy until it is acquired again (its guest then just fails to connect).
+//                    HTTPS_PROXY/HTTP_PROXY name the bridge; the proxy speaks CONNECT only.
 //
 // ---- Hazards a host should know ----
 //   - image "host" shows the guest every host file readable by "others" (like
@@ -55,6 +67,7 @@
 #include <string>
 
 #include "airlock/backend.hpp"
+#include "airlock/egress.hpp"
 #include "airlock/json.hpp"
 #include "airlock/records.hpp"
 
@@ -95,13 +108,23 @@ struct LinuxBackendConfig {
   // from the first acquire on, so later cold acquires skip the spawn and the cgroup migration.
   // Costs one idle process and its empty cgroups per backend.
   bool standby = true;
+  // The proxy policy of every `allowlist` sandbox: its allowed_hosts are replaced by the spec's
+  // egress_allow; every other field (ports, bounds, the test-only allow_nonglobal_for_tests)
+  // applies as set here. Not part of a sandbox's identity: a process that adopts a live sandbox
+  // serves it with ITS config's policy.
+  EgressPolicy egress_policy;
+  // Called (on the proxy's event-loop thread) with every egress decision of this backend's
+  // sandboxes, after it is logged. Must be quick.
+  EgressDecisionCallback egress_decisions;
 };
 
 // Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image,
 // image_store, uid_base,
 // memory_bytes, pids, cpu_millis (each a number, or null for no limit), max_concurrent_commands,
 // init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, limits
-// ({files_in, files_out}). Unknown keys are refused naming the key.
+// ({files_in, files_out}), egress_ports (the ports an allowlisted sandbox may reach, default
+// [443]), egress_allow_nonglobal_for_tests (CIDR ranges; WEAKENS the boundary, see egress.hpp).
+// Unknown keys are refused naming the key.
 LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::string_view where);
 
 std::shared_ptr<SandboxBackend> make_linux_backend(LinuxBackendConfig config = {});

@@ -2,6 +2,7 @@
 #include "airlock/backend_factory.hpp"
 #include "airlock/backends/linux.hpp"
 #include "airlock/errors.hpp"
+#include "egress/policy.hpp"
 
 namespace airlock {
 namespace {
@@ -86,14 +87,39 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
                                 path + "." + direction);
         }
       }
+    } else if (field == "egress_ports") {
+      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of ports", path);
+      parsed.egress_policy.allowed_ports.clear();
+      for (const auto& port : value) {
+        const std::uint64_t number = count_field(port, path);
+        if (number == 0 || number > 65535) {
+          throw InvalidArgument(path + ": ports are 1..65535", path);
+        }
+        parsed.egress_policy.allowed_ports.push_back(static_cast<std::uint16_t>(number));
+      }
+    } else if (field == "egress_allow_nonglobal_for_tests") {
+      if (!value.is_array()) {
+        throw InvalidArgument(path + ": expected an array of CIDR ranges", path);
+      }
+      parsed.egress_policy.allow_nonglobal_for_tests.clear();
+      for (const auto& range : value) {
+        parsed.egress_policy.allow_nonglobal_for_tests.push_back(string_field(range, path));
+      }
     } else {
       throw InvalidArgument(path + ": unknown field (known: state_dir, default_image, image_store, "
                                    "uid_base, "
                                    "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
                                    "init_path, output_ceiling_bytes, start_timeout_ms, "
-                                   "per_command_cgroups, standby, limits)",
+                                   "per_command_cgroups, standby, limits, egress_ports, "
+                                   "egress_allow_nonglobal_for_tests)",
                             path);
     }
+  }
+  // A bad port list or CIDR range is refused now, naming the config, not at the first acquire.
+  try {
+    (void)egress::CompiledPolicy::compile(parsed.egress_policy);
+  } catch (const InvalidArgument& bad) {
+    throw InvalidArgument(std::string(where) + ": " + bad.what(), std::string(where) + ".egress");
   }
   return parsed;
 }

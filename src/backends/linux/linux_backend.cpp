@@ -278,6 +278,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
     if (record->state == "running" && init_is_alive(*record)) {
       auto adopted = adopt(*record, key);
       if (adopted && adopted->channel().ping()) {
+        if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, *record);
         std::lock_guard lock(cache_mutex_);
         cache_[id] = adopted;
         return adopted;
@@ -291,6 +292,14 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
       config_->image_store.empty() ? store_.base().parent_path() / "images" : config_->image_store;
   ResolvedImage image = resolve_image(image_reference, {store_root, config_->uid_base});
   auto created = create(id, key, spec, resources, std::move(image));
+  if (spec.egress() == Egress::allowlist) {
+    try {
+      listen_for_egress(id, spec, created->record());
+    } catch (...) {
+      destroy_locked(id, created->record());
+      throw;
+    }
+  }
   std::lock_guard lock(cache_mutex_);
   cache_[id] = created;
   return created;
@@ -461,9 +470,46 @@ void LinuxBackend::destroy_locked(const std::string& id,
       }
       if (!record->cgroups.empty()) destroy_cgroups(record->cgroups, kKillPatience);
     }
+    stop_egress(id);
     remove_state_directory(store_, id);
   } catch (...) {
   }
+}
+
+void LinuxBackend::listen_for_egress(const std::string& id, const SandboxSpec& spec,
+                                     const RecordFile& record) {
+  EgressPolicy policy = config_->egress_policy;
+  policy.allowed_hosts = spec.egress_allow();
+  // The guest's init connects as the guest's root: as root that is uid_base, which owns the
+  // socket (0600), so no other host user — and no guest user but root — can use it directly.
+  UnixSocketOptions socket;
+  if (record.privileged) {
+    socket.owner_uid = record.uid_base;
+    socket.owner_gid = record.uid_base;
+  }
+  // An older listener of ours for this sandbox (its socket file was since replaced by another
+  // process, or this is a re-adopt) serves no one: it goes before the new bind.
+  stop_egress(id);
+  std::lock_guard lock(egress_mutex_);
+  if (!egress_proxy_) {
+    EgressProxy::Options options;
+    options.on_decision = config_->egress_decisions;
+    egress_proxy_ = std::make_unique<EgressProxy>(std::move(options));
+  }
+  egress_listeners_[id] = egress_proxy_->listen(store_.sandbox_dir(id) / "egress" / "egress.sock",
+                                                std::move(policy), record.instance_id, socket);
+}
+
+void LinuxBackend::stop_egress(const std::string& id) noexcept {
+  EgressListener closing;
+  {
+    std::lock_guard lock(egress_mutex_);
+    auto found = egress_listeners_.find(id);
+    if (found == egress_listeners_.end()) return;
+    closing = std::move(found->second);
+    egress_listeners_.erase(found);
+  }
+  closing.close();  // outside the lock: it waits for the event loop
 }
 
 bool LinuxBackend::destroy_identity(

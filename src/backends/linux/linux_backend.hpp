@@ -26,7 +26,9 @@ class LinuxBackend final : public SandboxBackend {
 
   std::string name() const override { return "linux"; }
   Isolation isolation() const override { return Isolation::container; }
-  std::optional<EgressSet> egress_modes() const override { return EgressSet{Egress::closed}; }
+  std::optional<EgressSet> egress_modes() const override {
+    return EgressSet{Egress::closed, Egress::allowlist};
+  }
   std::optional<CapabilitySet> capabilities() const override;
   std::optional<SandboxLimits> limits() const override { return config_->limits; }
   std::optional<OsFamilySet> os_families() const override { return OsFamilySet{OsFamily::posix}; }
@@ -65,6 +67,10 @@ class LinuxBackend final : public SandboxBackend {
   const std::filesystem::path& init_path();
   template <typename Match>
   int destroy_matching(Match match) noexcept;
+  // allowlist: (re)binds the sandbox's egress socket to this backend's proxy, with the spec's
+  // policy. Replaces any listener this backend already had for `id`.
+  void listen_for_egress(const std::string& id, const SandboxSpec& spec, const RecordFile& record);
+  void stop_egress(const std::string& id) noexcept;
 
   std::shared_ptr<const LinuxBackendConfig> config_;
   StateStore store_;
@@ -85,6 +91,12 @@ class LinuxBackend final : public SandboxBackend {
   bool standby_wanted_ = false;
   bool standby_stopping_ = false;
   int standby_failures_ = 0;
+
+  // One proxy per backend, started by the first allowlisted acquire; declared before the
+  // listeners so that they close first.
+  std::mutex egress_mutex_;
+  std::unique_ptr<EgressProxy> egress_proxy_;
+  std::map<std::string, EgressListener> egress_listeners_;
 };
 
 }  // namespace airlock::linux_backend

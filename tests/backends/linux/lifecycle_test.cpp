@@ -345,7 +345,8 @@ TEST_F(LifecycleTest, UnrestrictedEgressIsNeverGranted) {
 TEST_F(LifecycleTest, DeclarationsAreWhatTheBackendEnforces) {
   EXPECT_EQ(backend_->name(), "linux");
   EXPECT_EQ(backend_->isolation(), Isolation::container);
-  EXPECT_EQ(backend_->egress_modes(), std::optional<EgressSet>(EgressSet{Egress::closed}));
+  EXPECT_EQ(backend_->egress_modes(),
+            std::optional<EgressSet>(EgressSet{Egress::closed, Egress::allowlist}));
   EXPECT_EQ(backend_->os_families(), std::optional<OsFamilySet>(OsFamilySet{OsFamily::posix}));
   const CapabilitySet expected{Capability::exec,      Capability::run_code,
                                Capability::files_in,  Capability::files_out,

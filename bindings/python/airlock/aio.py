@@ -1,0 +1,119 @@
+"""Awaitable variants for async hosts.
+
+Every blocking call runs on a worker thread (``asyncio.to_thread``) and releases the GIL inside
+the C++ core, so the event loop — and other awaits on other sandboxes, or on the same one — keep
+running while a guest command does::
+
+    router = airlock.aio.AsyncSandboxRouter(airlock.SandboxRouter(config))
+    sandbox = await router.acquire(key, spec)
+    result = await sandbox.exec(["python3", "-c", "print(1)"], working_directory=spec.work_dir)
+
+Cancelling an awaited ``exec`` stops the guest command (its process group is killed through a
+:class:`airlock.StopSource`). Cancelling the other awaits abandons the wait, not the work: a
+file transfer or ``run_code`` runs on to its own bound on its thread.
+"""
+
+import asyncio
+import functools
+
+
+def _threaded(name):
+    @functools.wraps(getattr(__import__("airlock")._airlock.Sandbox, name))
+    async def method(self, *args, **kwargs):
+        return await asyncio.to_thread(getattr(self._sandbox, name), *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+class AsyncSandbox:
+    """A :class:`airlock.Sandbox` whose methods are awaitable."""
+
+    def __init__(self, sandbox):
+        self._sandbox = sandbox
+
+    @property
+    def sandbox(self):
+        """The synchronous handle underneath."""
+        return self._sandbox
+
+    @property
+    def instance_id(self):
+        return self._sandbox.instance_id
+
+    @property
+    def key(self):
+        return self._sandbox.key
+
+    @property
+    def kind(self):
+        return self._sandbox.kind
+
+    async def exec(self, command, **options):
+        """``Sandbox.exec``, awaitable; cancelling the await kills the guest command."""
+        from . import _airlock
+        stop = _airlock.StopSource()
+        try:
+            return await asyncio.to_thread(self._sandbox.exec, command, stop=stop, **options)
+        except asyncio.CancelledError:
+            stop.request_stop()
+            raise
+
+    write_file = _threaded("write_file")
+    exec_bounded = _threaded("exec_bounded")
+    run_code = _threaded("run_code")
+    stat_file = _threaded("stat_file")
+    read_file = _threaded("read_file")
+    list_dir = _threaded("list_dir")
+    remove = _threaded("remove")
+
+    def __repr__(self):
+        return f"<airlock.aio.AsyncSandbox {self._sandbox!r}>"
+
+
+class AsyncSandboxRouter:
+    """A :class:`airlock.SandboxRouter` whose blocking calls are awaitable."""
+
+    def __init__(self, router):
+        self._router = router
+
+    @property
+    def router(self):
+        return self._router
+
+    @property
+    def enabled(self):
+        return self._router.enabled
+
+    async def ensure_can_serve(self, spec):
+        return await asyncio.to_thread(self._router.ensure_can_serve, spec)
+
+    async def acquire(self, key, spec):
+        return AsyncSandbox(await asyncio.to_thread(self._router.acquire, key, spec))
+
+    async def dispose(self, key):
+        await asyncio.to_thread(self._router.dispose, key)
+
+    async def dispose_kind(self, key, kind, instance_id=None):
+        return await asyncio.to_thread(self._router.dispose_kind, key, kind, instance_id)
+
+    async def dispose_scope(self, scope, thread_id=None):
+        return await asyncio.to_thread(self._router.dispose_scope, scope, thread_id)
+
+
+async def collect_outputs(sandbox, spec, sink=None, call_time_outputs=()):
+    from . import _airlock
+    target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
+    return await asyncio.to_thread(_airlock.collect_outputs, target, spec, sink,
+                                   list(call_time_outputs))
+
+
+async def invoke(tool, arguments):
+    """Await one call of a SandboxTool (its body runs on a worker thread)."""
+    return await asyncio.to_thread(tool.invoke, arguments)
+
+
+async def run_conformance(sandbox, suite, **options):
+    from . import _airlock
+    target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
+    return await asyncio.to_thread(_airlock.run_conformance, target, suite, **options)

@@ -1,0 +1,364 @@
+// The vocabulary tables and the protocol's records. Records are immutable from Python (read-only
+// attributes, no setters) except ScopeDisposal, which the router fills in after a block — as in
+// the seeds. A SandboxSpec is built from keywords through the same strict JSON parser the CLI and
+// the daemon use, so every field is validated once, in one place, with the field's path named.
+#include "airlock/records.hpp"
+
+#include <pybind11/stl.h>
+
+#include "airlock/json.hpp"
+#include "bindings.hpp"
+#include "convert.hpp"
+#include "records.hpp"
+
+namespace airlock::python {
+namespace {
+
+template <typename E>
+py::list member_values() {
+  py::list values;
+  for (unsigned index = 0; index < 32; ++index) {
+    const auto text = to_string(static_cast<E>(index));
+    if (text == "<unknown>") break;
+    values.append(py::str(std::string(text)));
+  }
+  return values;
+}
+
+std::string quoted(const std::string& text) {
+  return std::string(py::repr(py::str(text)));
+}
+
+template <typename T>
+std::string optional_repr(const std::optional<T>& value) {
+  if (!value) return "None";
+  if constexpr (std::is_same_v<T, std::string>) {
+    return quoted(*value);
+  } else {
+    return std::to_string(*value);
+  }
+}
+
+std::string transfer_limits_repr(const TransferLimits& limits) {
+  return "TransferLimits(max_bytes_per_file=" + std::to_string(limits.max_bytes_per_file) +
+         ", max_total_bytes=" + std::to_string(limits.max_total_bytes) +
+         ", max_files=" + std::to_string(limits.max_files) + ")";
+}
+
+TransferLimits make_transfer_limits(py::handle per_file, py::handle total, py::handle files) {
+  json::Json value = {{"max_bytes_per_file", to_json_value(per_file, "max_bytes_per_file")},
+                      {"max_total_bytes", to_json_value(total, "max_total_bytes")},
+                      {"max_files", to_json_value(files, "max_files")}};
+  return json::parse_transfer_limits(value, "TransferLimits");
+}
+
+// Keywords → the JSON wire form. None means "the default", exactly as null does on the wire.
+json::Json spec_json_from_keywords(const py::dict& keywords) {
+  json::Json value = json::Json::object();
+  for (auto [key, item] : keywords) {
+    const std::string name = py::str(key);
+    if (item.is_none()) continue;
+    value[name] = to_json_value(item, "SandboxSpec." + name);
+  }
+  return value;
+}
+
+}  // namespace
+
+SandboxSpec spec_from_python(py::handle value) {
+  if (py::isinstance<SandboxSpec>(value)) return value.cast<SandboxSpec>();
+  if (py::isinstance<py::dict>(value)) {
+    return json::parse_spec(spec_json_from_keywords(py::reinterpret_borrow<py::dict>(value)),
+                            "spec");
+  }
+  throw py::type_error("expected a SandboxSpec or a dict of its fields");
+}
+
+SandboxKey key_from_python(py::handle value) {
+  if (py::isinstance<SandboxKey>(value)) return value.cast<SandboxKey>();
+  if (py::isinstance<py::tuple>(value) && py::len(value) == 3) {
+    auto items = py::reinterpret_borrow<py::tuple>(value);
+    return SandboxKey{items[0].cast<std::string>(), items[1].cast<std::string>(),
+                      items[2].cast<std::string>()};
+  }
+  throw py::type_error("expected a SandboxKey or a (scope, thread_id, agent_dir) tuple");
+}
+
+py::object exec_result_to_python(ExecResult result) {
+  return py::cast(std::move(result));
+}
+
+void bind_vocabulary(py::module_& module) {
+  module.def("_vocabulary", [] {
+    py::dict tables;
+    tables["Isolation"] = member_values<Isolation>();
+    tables["Egress"] = member_values<Egress>();
+    tables["Capability"] = member_values<Capability>();
+    tables["OsFamily"] = member_values<OsFamily>();
+    tables["SourceIntegrity"] = member_values<SourceIntegrity>();
+    tables["Identity"] = member_values<Identity>();
+    tables["EntryKind"] = member_values<EntryKind>();
+    tables["OutputDisposition"] = member_values<OutputDisposition>();
+    tables["NameNormalization"] = member_values<NameNormalization>();
+    tables["SignalOutcome"] = member_values<SignalOutcome>();
+    tables["SignalReach"] = member_values<SignalReach>();
+    return tables;
+  });
+  module.def(
+      "isolation_rank",
+      [](py::handle value) {
+        return isolation_rank(parse_isolation(enum_text(value, "isolation"), "isolation"));
+      },
+      "0 (none) … 6 (vm): the ladder's order, the only way rungs compare.");
+  module.def(
+      "meets_floor",
+      [](py::handle declared, py::handle floor) {
+        return meets_floor(parse_isolation(enum_text(declared, "declared"), "declared"),
+                           parse_isolation(enum_text(floor, "floor"), "floor"));
+      },
+      py::arg("declared"), py::arg("floor"));
+  module.def("isolation_ladder", [] { return std::string(isolation_ladder()); });
+}
+
+void bind_records(py::module_& module) {
+  py::class_<SandboxKey>(module, "SandboxKey",
+                         "The one sandbox a caller may reach: (scope, thread_id, agent_dir), all "
+                         "from the host's request context, never from a model.")
+      .def(py::init([](std::string scope, std::string thread_id, std::string agent_dir) {
+             return SandboxKey{std::move(scope), std::move(thread_id), std::move(agent_dir)};
+           }),
+           py::arg("scope"), py::arg("thread_id"), py::arg("agent_dir"))
+      .def_property_readonly("scope", [](const SandboxKey& key) { return key.scope; })
+      .def_property_readonly("thread_id", [](const SandboxKey& key) { return key.thread_id; })
+      .def_property_readonly("agent_dir", [](const SandboxKey& key) { return key.agent_dir; })
+      .def("__eq__", [](const SandboxKey& a, const SandboxKey& b) { return a == b; })
+      .def("__hash__",
+           [](const SandboxKey& key) {
+             return py::hash(py::make_tuple(key.scope, key.thread_id, key.agent_dir));
+           })
+      .def("_airlock_json",
+           [](const SandboxKey& key) { return from_json_value(json::to_json(key)); })
+      .def("__repr__", [](const SandboxKey& key) {
+        return "SandboxKey(scope=" + quoted(key.scope) + ", thread_id=" + quoted(key.thread_id) +
+               ", agent_dir=" + quoted(key.agent_dir) + ")";
+      });
+
+  py::class_<TransferLimits>(module, "TransferLimits",
+                             "Caps on one direction of transfer; all three legs are required.")
+      .def(py::init(&make_transfer_limits), py::arg("max_bytes_per_file"),
+           py::arg("max_total_bytes"), py::arg("max_files"))
+      .def_property_readonly("max_bytes_per_file",
+                             [](const TransferLimits& l) { return l.max_bytes_per_file; })
+      .def_property_readonly("max_total_bytes",
+                             [](const TransferLimits& l) { return l.max_total_bytes; })
+      .def_property_readonly("max_files", [](const TransferLimits& l) { return l.max_files; })
+      .def("within", &TransferLimits::within, py::arg("ceiling"))
+      .def("__eq__", [](const TransferLimits& a, const TransferLimits& b) { return a == b; })
+      .def("__hash__",
+           [](const TransferLimits& l) {
+             return py::hash(py::make_tuple(l.max_bytes_per_file, l.max_total_bytes, l.max_files));
+           })
+      .def("_airlock_json",
+           [](const TransferLimits& l) { return from_json_value(json::to_json(l)); })
+      .def("__repr__", &transfer_limits_repr);
+  module.attr("DEFAULT_TRANSFER_LIMITS") = kDefaultTransferLimits;
+
+  py::class_<SandboxLimits>(module, "SandboxLimits", "A backend's ceilings, one per direction.")
+      .def(py::init([](TransferLimits files_in, TransferLimits files_out) {
+             return SandboxLimits{files_in, files_out};
+           }),
+           py::arg("files_in") = kDefaultTransferLimits,
+           py::arg("files_out") = kDefaultTransferLimits)
+      .def_property_readonly("files_in", [](const SandboxLimits& l) { return l.files_in; })
+      .def_property_readonly("files_out", [](const SandboxLimits& l) { return l.files_out; })
+      .def("__eq__", [](const SandboxLimits& a, const SandboxLimits& b) { return a == b; })
+      .def("_airlock_json",
+           [](const SandboxLimits& l) { return from_json_value(json::to_json(l)); })
+      .def("__repr__", [](const SandboxLimits& l) {
+        return "SandboxLimits(files_in=" + transfer_limits_repr(l.files_in) +
+               ", files_out=" + transfer_limits_repr(l.files_out) + ")";
+      });
+
+  py::class_<DeclaredOutput>(module, "DeclaredOutput",
+                             "One artifact a workload promises, at a literal path under work_dir.")
+      .def(py::init([](py::handle path, py::handle disposition, py::handle media_type,
+                       py::handle required, py::handle name) {
+             py::dict fields;
+             fields["path"] = path;
+             fields["disposition"] = disposition;
+             fields["media_type"] = media_type;
+             fields["required"] = required;
+             fields["name"] = name;
+             return json::parse_declared_output(spec_json_from_keywords(fields), "DeclaredOutput");
+           }),
+           py::arg("path"), py::arg("disposition") = py::str("land"),
+           py::arg("media_type") = py::none(), py::arg("required") = true,
+           py::arg("name") = py::none())
+      .def_property_readonly("path", [](const DeclaredOutput& o) { return o.path; })
+      .def_property_readonly("disposition",
+                             [](const DeclaredOutput& o) { return to_python(o.disposition); })
+      .def_property_readonly("media_type", [](const DeclaredOutput& o) { return o.media_type; })
+      .def_property_readonly("required", [](const DeclaredOutput& o) { return o.required; })
+      .def_property_readonly("name", [](const DeclaredOutput& o) { return o.name; })
+      .def_property_readonly("delivered_name", &DeclaredOutput::delivered_name)
+      .def("__eq__", [](const DeclaredOutput& a, const DeclaredOutput& b) { return a == b; })
+      .def("_airlock_json",
+           [](const DeclaredOutput& o) { return from_json_value(json::to_json(o)); })
+      .def("__repr__", [](const DeclaredOutput& o) {
+        return "DeclaredOutput(path=" + quoted(o.path) + ", disposition='" +
+               std::string(to_string(o.disposition)) +
+               "', media_type=" + optional_repr(o.media_type) +
+               ", required=" + (o.required ? "True" : "False") + ", name=" + optional_repr(o.name) +
+               ")";
+      });
+
+  py::class_<SandboxSpec>(module, "SandboxSpec",
+                          "What a sandbox of one kind needs. Keyword construction, validated "
+                          "once: an unknown field, value or type raises InvalidArgument "
+                          "(a ValueError) naming the field.")
+      .def(py::init([](py::kwargs keywords) {
+        return json::parse_spec(spec_json_from_keywords(keywords), "SandboxSpec");
+      }))
+      .def_static(
+          "from_dict",
+          [](py::dict fields) { return json::parse_spec(spec_json_from_keywords(fields), "spec"); },
+          py::arg("fields"))
+      .def("to_dict", [](const SandboxSpec& s) { return from_json_value(json::to_json(s)); })
+      .def("_airlock_json", [](const SandboxSpec& s) { return from_json_value(json::to_json(s)); })
+      .def(
+          "replace",
+          [](const SandboxSpec& s, py::kwargs changes) {
+            json::Json value = json::to_json(s);
+            for (auto [key, item] : changes) {
+              const std::string name = py::str(key);
+              value[name] = to_json_value(item, "SandboxSpec." + name);
+            }
+            return json::parse_spec(value, "SandboxSpec");
+          },
+          "A new spec with the given fields changed (validated as a whole).")
+      .def_property_readonly("kind", &SandboxSpec::kind)
+      .def_property_readonly("image", &SandboxSpec::image)
+      .def_property_readonly("image_id", &SandboxSpec::image_id)
+      .def_property_readonly(
+          "egress_allow",
+          [](const SandboxSpec& s) { return py::tuple(py::cast(s.egress_allow())); })
+      .def_property_readonly("work_dir", &SandboxSpec::work_dir)
+      .def_property_readonly("labels",
+                             [](const SandboxSpec& s) { return py::dict(py::cast(s.labels())); })
+      .def_property_readonly(
+          "requires", [](const SandboxSpec& s) { return to_python(s.required_capabilities()); })
+      .def_property_readonly("min_isolation",
+                             [](const SandboxSpec& s) {
+                               return s.min_isolation() ? to_python(*s.min_isolation())
+                                                        : py::object(py::none());
+                             })
+      .def_property_readonly(
+          "declared_outputs",
+          [](const SandboxSpec& s) { return py::tuple(py::cast(s.declared_outputs())); })
+      .def_property_readonly("files_in", &SandboxSpec::files_in)
+      .def_property_readonly("files_out", &SandboxSpec::files_out)
+      .def_property_readonly("outputs_named_at_call_time", &SandboxSpec::outputs_named_at_call_time)
+      .def_property_readonly("identities",
+                             [](const SandboxSpec& s) { return to_python(s.identities()); })
+      .def_property_readonly("egress", [](const SandboxSpec& s) { return to_python(s.egress()); })
+      .def_property_readonly("requires_os_family",
+                             [](const SandboxSpec& s) {
+                               return s.requires_os_family() ? to_python(*s.requires_os_family())
+                                                             : py::object(py::none());
+                             })
+      .def_property_readonly(
+          "resources",
+          [](const SandboxSpec& s) { return from_json_value(json::to_json(s)["resources"]); })
+      .def("egress_posture", &SandboxSpec::egress_posture)
+      .def("__eq__", [](const SandboxSpec& a,
+                        const SandboxSpec& b) { return json::to_json(a) == json::to_json(b); })
+      .def("__repr__", [](const SandboxSpec& s) {
+        std::string out = "SandboxSpec(";
+        bool first = true;
+        const json::Json fields = json::to_json(s);  // items() must not outlive it
+        for (const auto& [field, value] : fields.items()) {
+          out += (first ? "" : ", ") + field + "=" + value.dump();
+          first = false;
+        }
+        return out + ")";
+      });
+
+  py::class_<SandboxEntry>(module, "SandboxEntry", "One guest entry as a stat describes it.")
+      .def_property_readonly("path", [](const SandboxEntry& e) { return e.path; })
+      .def_property_readonly("kind", [](const SandboxEntry& e) { return to_python(e.kind); })
+      .def_property_readonly("size_bytes", [](const SandboxEntry& e) { return e.size_bytes; })
+      .def("__eq__", [](const SandboxEntry& a, const SandboxEntry& b) { return a == b; })
+      .def("__repr__", [](const SandboxEntry& e) {
+        return "SandboxEntry(path=" + quoted(e.path) + ", kind='" + std::string(to_string(e.kind)) +
+               "', size_bytes=" + optional_repr(e.size_bytes) + ")";
+      });
+
+  py::class_<ExecResult>(module, "ExecResult",
+                         "What a command produced: exact bytes, and text views decoded with "
+                         "U+FFFD replacement.")
+      .def_property_readonly("stdout", &ExecResult::stdout_text)
+      .def_property_readonly("stderr", &ExecResult::stderr_text)
+      .def_property_readonly("stdout_bytes",
+                             [](const ExecResult& r) { return py::bytes(r.stdout_bytes); })
+      .def_property_readonly("stderr_bytes",
+                             [](const ExecResult& r) { return py::bytes(r.stderr_bytes); })
+      .def_property_readonly("exit_code", [](const ExecResult& r) { return r.exit_code; })
+      .def_property_readonly("term_signal", [](const ExecResult& r) { return r.term_signal; })
+      .def_property_readonly("truncated", [](const ExecResult& r) { return r.truncated; })
+      .def("__repr__", [](const ExecResult& r) {
+        return "ExecResult(exit_code=" + std::to_string(r.exit_code) +
+               ", stdout=" + quoted(r.stdout_text()) + ", stderr=" + quoted(r.stderr_text()) +
+               (r.truncated ? ", truncated=True" : "") + ")";
+      });
+
+  py::class_<Artifact>(module, "Artifact", "One pulled file on its way to a sink.")
+      .def(py::init([](std::string name, py::bytes content, std::string kind,
+                       std::optional<std::string> media_type) {
+             return Artifact{std::move(name), std::string(content), std::move(kind),
+                             std::move(media_type)};
+           }),
+           py::arg("name"), py::arg("content"), py::arg("kind"), py::arg("media_type") = py::none())
+      .def_property_readonly("name", [](const Artifact& a) { return a.name; })
+      .def_property_readonly("content", [](const Artifact& a) { return py::bytes(a.content); })
+      .def_property_readonly("kind", [](const Artifact& a) { return a.kind; })
+      .def_property_readonly("media_type", [](const Artifact& a) { return a.media_type; })
+      .def("__repr__", [](const Artifact& a) {
+        return "Artifact(name=" + quoted(a.name) + ", " + std::to_string(a.content.size()) +
+               " bytes, kind=" + quoted(a.kind) + ")";
+      });
+
+  py::class_<LandedArtifact>(module, "LandedArtifact",
+                             "Where an artifact landed. Only `display` may reach a model.")
+      .def(py::init([](std::string name, std::string display, std::optional<std::string> handle) {
+             return LandedArtifact{std::move(name), std::move(display), std::move(handle)};
+           }),
+           py::arg("name"), py::arg("display"), py::arg("handle") = py::none())
+      .def_property_readonly("name", [](const LandedArtifact& a) { return a.name; })
+      .def_property_readonly("display", [](const LandedArtifact& a) { return a.display; })
+      .def_property_readonly("handle", [](const LandedArtifact& a) { return a.handle; })
+      .def("__repr__", [](const LandedArtifact& a) {
+        // The handle may carry a credential: never in a repr.
+        return "LandedArtifact(name=" + quoted(a.name) + ", display=" + quoted(a.display) + ")";
+      });
+
+  py::class_<ScopeDisposal>(module, "ScopeDisposal",
+                            "Filled in after a router.scope() block: how many sandboxes went.")
+      .def(py::init<>())
+      .def_readwrite("disposed", &ScopeDisposal::disposed)
+      .def("__repr__", [](const ScopeDisposal& d) {
+        return "ScopeDisposal(disposed=" + std::to_string(d.disposed) + ")";
+      });
+
+  py::class_<ReclaimFailure>(module, "ReclaimFailure",
+                             "A call-owned guest path that was not removed (data retention).")
+      .def_property_readonly("tool", [](const ReclaimFailure& f) { return f.tool; })
+      .def_property_readonly("key", [](const ReclaimFailure& f) { return f.key; })
+      .def_property_readonly("path", [](const ReclaimFailure& f) { return f.path; })
+      .def_property_readonly("reason", [](const ReclaimFailure& f) { return f.reason; })
+      .def("__repr__", [](const ReclaimFailure& f) {
+        return "ReclaimFailure(tool=" + quoted(f.tool) + ", path=" + quoted(f.path) +
+               ", reason=" + quoted(f.reason) + ")";
+      });
+}
+
+}  // namespace airlock::python

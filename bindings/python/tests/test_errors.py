@@ -1,0 +1,117 @@
+"""Every C++ error type surfaces as its own Python class, with the seeds' catch relationships.
+
+Each case throws the real C++ type through the module's translator (`_raise_error`), so a
+mapping that picked a base before a derived type, or lost a field, fails here."""
+
+import pytest
+
+import airlock
+from airlock import _airlock, errors
+
+# C++ type → (Python class, built-in bases it must also be).
+CASES = {
+    "InvalidArgument": (errors.InvalidArgument, (ValueError,)),
+    "ConfinementError": (errors.ConfinementError, (ValueError, errors.InvalidArgument)),
+    "HostToolNotDeclared": (errors.HostToolNotDeclared, (ValueError,)),
+    "HostToolIdentityNotAllowed": (errors.HostToolIdentityNotAllowed, (ValueError,)),
+    "SystemError": (errors.SandboxSystemError, (OSError,)),
+    "NotFound": (errors.NotFound, (FileNotFoundError, OSError)),
+    "NotADirectory": (errors.NotADirectory, (NotADirectoryError,)),
+    "IsADirectory": (errors.IsADirectory, (IsADirectoryError,)),
+    "Timeout": (errors.SandboxTimeout, (TimeoutError, OSError)),
+    "SandboxQueuedTimeout": (errors.SandboxQueuedTimeout, (TimeoutError, errors.SandboxTimeout)),
+    "SandboxProgramTimeout": (errors.SandboxProgramTimeout, (TimeoutError,)),
+    "SandboxBackendNotPermitted": (errors.SandboxBackendNotPermitted, (PermissionError,)),
+    "SandboxCapabilityNotSupported": (errors.SandboxCapabilityNotSupported, (RuntimeError,)),
+    "SandboxOsFamilyNotSupported": (errors.SandboxOsFamilyNotSupported, (RuntimeError,)),
+    "SandboxCapabilityDenied": (errors.SandboxCapabilityDenied, (PermissionError,)),
+    "SandboxIdentityDenied": (errors.SandboxIdentityDenied, (PermissionError,)),
+    "SandboxEgressNotEnforced": (errors.SandboxEgressNotEnforced, (PermissionError,)),
+    "SandboxTransferLimitsNotPermitted": (errors.SandboxTransferLimitsNotPermitted,
+                                          (PermissionError,)),
+    "NoSandboxBackend": (errors.NoSandboxBackend, (LookupError,)),
+    "SandboxOutputMissing": (errors.SandboxOutputMissing, (errors.SandboxOutputError,)),
+    "SandboxOutputNotConfined": (errors.SandboxOutputNotConfined, (RuntimeError,)),
+    "SandboxOutputNotRegular": (errors.SandboxOutputNotRegular, (RuntimeError,)),
+    "SandboxOutputSizeUnknown": (errors.SandboxOutputSizeUnknown, (RuntimeError,)),
+    "SandboxOutputUnreachable": (errors.SandboxOutputUnreachable, (RuntimeError,)),
+    "SandboxLandingNotConfined": (errors.SandboxLandingNotConfined, (RuntimeError,)),
+    "SandboxOutputSinkRequired": (errors.SandboxOutputSinkRequired, (RuntimeError,)),
+    "SandboxArtifactNameInvalid": (errors.SandboxArtifactNameInvalid, (RuntimeError,)),
+    "SandboxArtifactNameCollision": (errors.SandboxArtifactNameCollision, (RuntimeError,)),
+    "SandboxTransferCapExceeded": (errors.SandboxTransferCapExceeded, (RuntimeError,)),
+    "SandboxExecOutputLimitExceeded": (errors.SandboxExecOutputLimitExceeded, (RuntimeError,)),
+    "SandboxFileRefused": (errors.SandboxFileRefused, (OSError,)),
+    "SandboxShellTransferFailed": (errors.SandboxShellTransferFailed, (RuntimeError,)),
+    "SandboxShellTransferUnfinished": (errors.SandboxShellTransferUnfinished, (RuntimeError,)),
+    "NotSupported": (errors.NotSupported, (NotImplementedError,)),
+    "BackendError": (errors.BackendError, (RuntimeError,)),
+    "ConformanceFailure": (errors.ConformanceFailure, (AssertionError,)),
+    "Error": (errors.AirlockError, ()),
+}
+
+
+@pytest.mark.parametrize("cpp_type", sorted(CASES))
+def test_each_cpp_error_becomes_its_own_python_class(cpp_type):
+    cls, bases = CASES[cpp_type]
+    with pytest.raises(airlock.AirlockError) as caught:
+        _airlock._raise_error(cpp_type, "what was refused")
+    error = caught.value
+    assert type(error) is cls, f"{cpp_type} became {type(error).__name__}"
+    for base in bases:
+        assert isinstance(error, base)
+    assert error.type == cpp_type  # the stable wire name travels with the exception
+    assert str(error) == error.message
+
+
+def test_catch_relationships_that_carry_behaviour():
+    # A confinement refusal is not a not-found; a queued timeout is a timeout, not every timeout
+    # is queued; the outputs family is not a ValueError; an output overflow is not a timeout.
+    assert not issubclass(errors.ConfinementError, FileNotFoundError)
+    assert not issubclass(errors.NotFound, ValueError)
+    assert issubclass(errors.SandboxQueuedTimeout, errors.SandboxTimeout)
+    assert not issubclass(errors.SandboxTimeout, errors.SandboxQueuedTimeout)
+    assert not issubclass(errors.SandboxOutputError, ValueError)
+    assert not issubclass(errors.SandboxExecOutputLimitExceeded, TimeoutError)
+    assert issubclass(errors.RouterRefusal, errors.AirlockError)
+    for cls, _ in CASES.values():
+        assert issubclass(cls, airlock.AirlockError)
+
+
+def test_typed_fields_cross_over():
+    with pytest.raises(errors.SandboxTransferCapExceeded) as cap:
+        _airlock._raise_error("SandboxTransferCapExceeded", "big.bin")
+    assert (cap.value.cap, cap.value.file, cap.value.limit, cap.value.size) == \
+        ("files_out.max_bytes_per_file", "big.bin", 10, 11)
+    assert cap.value.check == "files_out.max_bytes_per_file"
+
+    with pytest.raises(errors.SandboxProgramTimeout) as program:
+        _airlock._raise_error("SandboxProgramTimeout", "ran out")
+    assert program.value.signal is airlock.SignalOutcome.SENT
+    assert program.value.reach is airlock.SignalReach.GROUP
+    assert program.value.output == "so far"
+
+    with pytest.raises(errors.SandboxTimeout) as timeout:
+        _airlock._raise_error("Timeout", "deadline")
+    assert timeout.value.kill_confirmed is True
+    assert timeout.value.partial_stdout == b"partial out"
+    assert timeout.value.errno == 110
+
+    with pytest.raises(errors.NotFound) as missing:
+        _airlock._raise_error("NotFound", "gone")
+    assert missing.value.errno == 2 and missing.value.path == "/guest/missing"
+    assert str(missing.value) == "gone"
+
+    with pytest.raises(errors.BackendError) as backend:
+        _airlock._raise_error("BackendError", "the provider failed")
+    assert backend.value.detail == "provider detail"
+    assert "provider detail" not in str(backend.value)
+
+    with pytest.raises(errors.ConformanceFailure) as failure:
+        _airlock._raise_error("ConformanceFailure", "it followed the link")
+    assert failure.value.failures == [
+        {"probe": "a-probe", "why": "what it proves", "failure": "it followed the link"}]
+
+    with pytest.raises(errors.SandboxExecOutputLimitExceeded) as overflow:
+        _airlock._raise_error("SandboxExecOutputLimitExceeded", "")
+    assert overflow.value.limit == 64 and overflow.value.kill_confirmed is True

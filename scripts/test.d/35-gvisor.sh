@@ -1,0 +1,67 @@
+# The gvisor backend (runsc) end to end: its python-image test with the offline test images,
+# the conformance suites through the CLI, `airlock run` as an operator uses it, and an audit
+# that nothing of runsc is left behind (processes, cgroups, state). Bounded to a few minutes.
+# (Its ctest suite also runs in stage 10, where the python test skips for want of images.)
+set -euo pipefail
+airlock="$AIRLOCK_BUILD_DIR/src/cli/airlock"
+if [[ $(id -u) -ne 0 ]]; then
+  echo "SKIPPED: the gvisor stage needs root (runsc makes namespaces and cgroups; CI runs as root)"
+  exit 0
+fi
+if ! command -v runsc >/dev/null && [[ ! -x /usr/bin/runsc ]]; then
+  echo "FAILED: runsc is not installed; scripts/bootstrap --test installs it" >&2
+  exit 1
+fi
+work=$(mktemp -d /tmp/airlock-gvisor-stage-XXXXXX)
+chmod 711 "$work"   # runsc's Gofer runs unprivileged and must pass through to what it binds
+config="$work/backends.json"
+cleanup() {
+  "$airlock" purge --all --backend gvisor --backend-config "$config" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "FAILED: 35-gvisor: $*" >&2; exit 1; }
+
+echo "--- runsc: $(runsc --version 2>&1 | head -1)"
+scripts/build-test-images --only busybox --only python --out "$work/images" >/dev/null
+AIRLOCK_TEST_IMAGES="$work/images" \
+  ctest --test-dir "$AIRLOCK_BUILD_DIR" -R 'PythonImage' --output-on-failure --timeout 300
+
+"$airlock" image import --store "$work/images-store" "$work/images/busybox.tar" >/dev/null
+printf '{"gvisor": {"state_dir": "%s/state", "image_store": "%s/images-store"}}' "$work" "$work" \
+  > "$config"
+run() {
+  "$airlock" run --backend gvisor --backend-config "$config" --min-isolation hardened_container \
+    --quiet "$@"
+}
+
+echo "--- airlock conformance --backend gvisor"
+"$airlock" conformance --backend gvisor --backend-config "$config"
+
+# Exit codes as on every backend: the guest's own, 124 on timeout, 125 when airlock refuses.
+out=$(run -- sh -c 'uname -r; exit 3') && code=0 || code=$?
+[[ $code -eq 3 && $out == 4.4.0 ]] || fail "guest exit code / gVisor's kernel ($code, $out)"
+run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
+[[ $code -eq 124 ]] || fail "timeout exit code ($code)"
+"$airlock" run --backend gvisor --backend-config "$config" --quiet -- true 2>/dev/null \
+  && code=0 || code=$?
+[[ $code -eq 125 ]] || fail "the default floor (microvm) must refuse gvisor ($code)"
+
+# Durable state: a kept sandbox is listed by another process, and purge removes it.
+run --keep --scope e2e --thread one -- true
+"$airlock" ls --backend gvisor --backend-config "$config" | grep -q running \
+  || fail "ls does not list the kept sandbox"
+[[ $("$airlock" purge --backend gvisor --backend-config "$config" --scope e2e) == "removed 1 sandbox" ]] \
+  || fail "purge --scope"
+
+# Nothing of runsc left by anything that ran so far (ctest's suites included).
+left=$(pgrep -af 'runsc-(sandbox|gofer)|runsc .*airlock-' | grep -v pgrep | head -5 || true)
+[[ -z $left ]] || fail "runsc processes left running: $left"
+for hierarchy in /sys/fs/cgroup/*/airlock-gvisor; do
+  [[ -d $hierarchy ]] || continue
+  cg=$(find "$hierarchy" -mindepth 1 -maxdepth 1 -type d | head -5)
+  [[ -z $cg ]] || fail "cgroups left behind: $cg"
+done
+leftover=$(find /tmp -maxdepth 1 -name 'airlock-gvisor-state-*' | head -5)
+[[ -z $leftover ]] || fail "test state directories left behind: $leftover"
+echo "gvisor end to end: ok"

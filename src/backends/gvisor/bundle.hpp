@@ -1,0 +1,43 @@
+// The OCI bundle of one sandbox: config.json written by us, the rootfs the image store's.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "airlock/json.hpp"
+
+namespace airlock::gvisor_backend {
+
+struct BundlePlan {
+  std::filesystem::path rootfs;            // the image's extracted rootfs (absolute, not a link)
+  std::filesystem::path helper_directory;  // host directory bound read-only at /.airlock
+  std::string cgroups_path;                // absolute: "/airlock-gvisor/<container id>"
+  std::string work_dir;                    // created by the keeper
+  std::uint32_t uid_base = 0;
+  std::vector<std::string> environment;  // "KEY=value", the image's first, then ours
+  std::optional<std::uint64_t> memory_bytes;
+  // The guest's process allowance, enforced inside gVisor as RLIMIT_NPROC (the Sentry refuses
+  // the fork with EAGAIN), and the host pids cgroup as a backstop sized for the Sentry's own
+  // threads and its per-process stubs: hitting that one makes the Sentry fail as a whole.
+  std::optional<std::uint64_t> guest_pids;
+  std::optional<std::uint64_t> host_pids;
+  std::optional<std::uint64_t> cpu_millis;
+  // allowlist: the host directory holding the proxy's socket, bound read-only at
+  // kEgressGuestDirectory, and the bridge's loopback port inside.
+  std::optional<std::filesystem::path> egress_directory;
+};
+
+inline constexpr const char* kEgressGuestDirectory = "/.airlock-egress";
+inline constexpr const char* kEgressSocketName = "egress.sock";
+inline constexpr int kEgressBridgePort = 3128;
+
+// The config.json document for `plan`.
+json::Json bundle_config(const BundlePlan& plan);
+
+// Writes config.json into `bundle_directory` (created 0700), atomically.
+void write_bundle(const std::filesystem::path& bundle_directory, const BundlePlan& plan);
+
+}  // namespace airlock::gvisor_backend

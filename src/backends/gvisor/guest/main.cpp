@@ -1,0 +1,96 @@
+// airlock-gvisor-guest: see backends/gvisor/guest_protocol.hpp for what each subcommand does.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backends/gvisor/guest/file_ops.hpp"
+#include "backends/gvisor/guest/run.hpp"
+#include "backends/gvisor/guest_protocol.hpp"
+
+namespace {
+
+using namespace airlock::gvisor_guest;
+
+int finish(const Failure& failure) {
+  if (failure.code != kFileOk) std::fprintf(stderr, "%s\n", failure.message.c_str());
+  return failure.code;
+}
+
+bool parse_count(const char* text, std::uint64_t& value) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long parsed = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0) return false;
+  value = parsed;
+  return true;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: airlock-gvisor-guest keeper [--workdir DIR] [--bridge SOCKET PORT]\n"
+               "       airlock-gvisor-guest run [--cwd DIR] -- ARGV...\n"
+               "       airlock-gvisor-guest stat|list PATH\n"
+               "       airlock-gvisor-guest read PATH MAX_BYTES\n"
+               "       airlock-gvisor-guest write PATH SIZE   (content on stdin)\n"
+               "       airlock-gvisor-guest remove PATH 0|1\n"
+               "       airlock-gvisor-guest shepherd --status-fd N -- ARGV...\n"
+               "       airlock-gvisor-guest probe\n");
+  return kFileUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return usage();
+  const std::string& verb = args[0];
+  std::uint64_t number = 0;
+  if (verb == "probe") {
+    std::puts("airlock-gvisor-guest ok");
+    return 0;
+  }
+  if (verb == "stat" && args.size() == 2) return finish(stat_path(args[1]));
+  if (verb == "list" && args.size() == 2) return finish(list_path(args[1]));
+  if (verb == "read" && args.size() == 3 && parse_count(args[2].c_str(), number)) {
+    return finish(read_path(args[1], number));
+  }
+  if (verb == "write" && args.size() == 3 && parse_count(args[2].c_str(), number)) {
+    return finish(write_path(args[1], number));
+  }
+  if (verb == "remove" && args.size() == 3 && (args[2] == "0" || args[2] == "1")) {
+    return finish(remove_path(args[1], args[2] == "1"));
+  }
+  if (verb == "run" || verb == "shepherd" || verb == "keeper") {
+    std::string cwd;
+    std::string workdir;
+    std::string bridge_socket;
+    int bridge_port = 0;
+    int status_fd = -1;
+    std::size_t i = 1;
+    for (; i < args.size() && args[i] != "--"; ++i) {
+      if (args[i] == "--cwd" && i + 1 < args.size()) {
+        cwd = args[++i];
+      } else if (args[i] == "--workdir" && i + 1 < args.size()) {
+        workdir = args[++i];
+      } else if (args[i] == "--bridge" && i + 2 < args.size()) {
+        bridge_socket = args[++i];
+        bridge_port = std::atoi(args[++i].c_str());
+      } else if (args[i] == "--status-fd" && i + 1 < args.size()) {
+        status_fd = std::atoi(args[++i].c_str());
+      } else {
+        return usage();
+      }
+    }
+    if (verb == "keeper") return keep(workdir, bridge_socket, bridge_port);
+    if (i + 1 >= args.size()) return usage();
+    const std::vector<std::string> command(args.begin() + static_cast<long>(i) + 1, args.end());
+    if (verb == "run") return run_command(cwd, command);
+    if (status_fd < 0) return usage();
+    return shepherd(status_fd, command);
+  }
+  return usage();
+}

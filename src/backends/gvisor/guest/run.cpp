@@ -1,0 +1,238 @@
+#include "backends/gvisor/guest/run.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backends/gvisor/guest_protocol.hpp"
+
+namespace airlock::gvisor_guest {
+namespace {
+
+void write_line(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t wrote = ::write(fd, text.data() + done, text.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return;
+    done += static_cast<std::size_t>(wrote);
+  }
+}
+
+// Every process whose parent chain reaches `root`, from /proc (the guest's, inside gVisor).
+std::set<pid_t> descendants_of(pid_t root) {
+  std::map<pid_t, pid_t> parent_of;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return {};
+  while (const dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0') continue;
+    std::ifstream stat_file("/proc/" + std::string(entry->d_name) + "/stat");
+    std::string text;
+    std::getline(stat_file, text);
+    // "pid (comm) state ppid …" — comm may hold spaces and parentheses: parse after the last ')'.
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 1));
+    std::string state;
+    long ppid = 0;
+    rest >> state >> ppid;
+    parent_of[static_cast<pid_t>(pid)] = static_cast<pid_t>(ppid);
+  }
+  ::closedir(proc);
+  std::set<pid_t> found;
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, ppid] : parent_of) {
+      if ((ppid == root || found.count(ppid) != 0) && found.insert(pid).second) grew = true;
+    }
+  }
+  return found;
+}
+
+void sleep_ms(long milliseconds) {
+  timespec duration{milliseconds / 1000, (milliseconds % 1000) * 1'000'000};
+  ::nanosleep(&duration, nullptr);
+}
+
+// Kills the command's process group and every descendant (the subreaper makes orphans ours)
+// until none is left. Returns how many distinct processes were signalled, or -1 when some
+// were still there after the bound.
+long kill_tree(pid_t leader) {
+  std::set<pid_t> signalled;
+  for (int round = 0; round < 500; ++round) {  // ~5 s
+    if (leader > 0) ::kill(-leader, SIGKILL);
+    for (pid_t pid : descendants_of(::getpid())) {
+      ::kill(pid, SIGKILL);
+      signalled.insert(pid);
+    }
+    for (;;) {
+      const pid_t reaped = ::waitpid(-1, nullptr, WNOHANG);
+      if (reaped > 0) continue;
+      if (reaped < 0 && errno == ECHILD && descendants_of(::getpid()).empty()) {
+        return static_cast<long>(signalled.size());
+      }
+      break;
+    }
+    sleep_ms(10);
+  }
+  return -1;
+}
+
+}  // namespace
+
+int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
+  // Not dumpable: another guest process of the same uid cannot open /proc/<us>/fd/3 and forge a
+  // status line.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  ::fcntl(kStatusFd, F_SETFD, FD_CLOEXEC);
+  ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
+
+  sigset_t watched;
+  sigemptyset(&watched);
+  for (int signal : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&watched, signal);
+  sigset_t previous;
+  ::sigprocmask(SIG_BLOCK, &watched, &previous);
+  const int signals = ::signalfd(-1, &watched, SFD_CLOEXEC);
+
+  int exec_report[2];
+  if (::pipe2(exec_report, O_CLOEXEC) != 0) {
+    write_line(kStatusFd, "error " + std::to_string(errno) + " pipe");
+    return 127;
+  }
+  const pid_t child = ::fork();
+  if (child < 0) {
+    write_line(kStatusFd, "error " + std::to_string(errno) + " fork");
+    return 127;
+  }
+  if (child == 0) {
+    ::close(exec_report[0]);
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::setsid();
+    int failure[2] = {0, 0};
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+      failure[0] = errno;
+      failure[1] = 1;
+    } else {
+      std::vector<char*> arguments;
+      for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
+      arguments.push_back(nullptr);
+      ::execvp(arguments[0], arguments.data());
+      failure[0] = errno;
+      failure[1] = 2;
+    }
+    (void)!::write(exec_report[1], failure, sizeof failure);
+    ::_exit(127);
+  }
+  ::close(exec_report[1]);
+  int failure[2] = {0, 0};
+  ssize_t got;
+  do {
+    got = ::read(exec_report[0], failure, sizeof failure);
+  } while (got < 0 && errno == EINTR);
+  ::close(exec_report[0]);
+  if (got == static_cast<ssize_t>(sizeof failure)) {
+    ::waitpid(child, nullptr, 0);
+    write_line(kStatusFd, "error " + std::to_string(failure[0]) +
+                              (failure[1] == 1 ? " chdir " + cwd : " exec " + argv[0]));
+    return 127;
+  }
+
+  pollfd watch[2] = {{signals, POLLIN, 0}, {kControlFd, POLLIN, 0}};
+  for (;;) {
+    const int ready = ::poll(watch, 2, -1);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    bool kill_requested = (watch[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    if ((watch[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        if (info.ssi_signo != SIGCHLD) kill_requested = true;
+        if (info.ssi_signo == SIGCHLD) break;
+      }
+      int status = 0;
+      pid_t reaped;
+      while ((reaped = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        if (reaped != child) continue;  // an orphan of the command, adopted as subreaper
+        if (WIFSIGNALED(status)) {
+          write_line(kStatusFd, "signal " + std::to_string(WTERMSIG(status)));
+          return 128 + WTERMSIG(status);
+        }
+        write_line(kStatusFd, "exit " + std::to_string(WEXITSTATUS(status)));
+        return WEXITSTATUS(status);
+      }
+    }
+    if (kill_requested) {
+      const long killed = kill_tree(child);
+      if (killed >= 0) write_line(kStatusFd, "killed " + std::to_string(killed));
+      return 137;
+    }
+  }
+  return 127;
+}
+
+int keep(const std::string& workdir, const std::string& bridge_socket, int bridge_port);
+
+int shepherd(int status_fd, const std::vector<std::string>& argv) {
+  // The caller waits for this first process; the shepherd proper is its child, so it is never a
+  // zombie of a host process that did not expect one.
+  const pid_t detached = ::fork();
+  if (detached < 0) return 1;
+  if (detached > 0) return 0;
+  ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  const pid_t runsc = ::fork();
+  if (runsc < 0) {
+    write_line(status_fd, "create 125");
+    return 1;
+  }
+  if (runsc == 0) {
+    // runsc gets stdio only: the status descriptor and the image pin stay with the shepherd.
+    for (int fd = 3; fd < 1024; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    std::vector<char*> arguments;
+    for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
+    arguments.push_back(nullptr);
+    ::execv(arguments[0], arguments.data());
+    ::_exit(126);
+  }
+  int status = 0;
+  while (::waitpid(runsc, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  write_line(status_fd, "create " + std::to_string(code));
+  ::close(status_fd);
+  ::close(0);
+  ::close(1);
+  ::close(2);
+  // Reap the sandbox and gofer the moment they die; leave when there is nothing left to reap.
+  for (;;) {
+    if (::waitpid(-1, nullptr, 0) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace airlock::gvisor_guest

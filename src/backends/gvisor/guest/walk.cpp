@@ -1,0 +1,108 @@
+#include "backends/gvisor/guest/walk.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "backends/gvisor/guest_protocol.hpp"
+
+namespace airlock::gvisor_guest {
+
+Fd& Fd::operator=(Fd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Failure system_failure(int error, const std::string& what, const std::string& path) {
+  return {kFileSystem,
+          "errno " + std::to_string(error) + " " + what + " " + path + ": " + std::strerror(error)};
+}
+
+bool split_absolute(const std::string& path, std::vector<std::string>& components,
+                    Failure& failure) {
+  components.clear();
+  if (path.empty() || path.front() != '/') {
+    failure = {kFileUsage, "not an absolute path: " + path};
+    return false;
+  }
+  std::size_t start = 1;
+  while (start <= path.size()) {
+    const std::size_t end = path.find('/', start);
+    const std::string part =
+        path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (part.empty() && end == std::string::npos && start == path.size()) break;  // "/" or "a/"
+    if (part.empty() || part == "." || part == "..") {
+      failure = {kFileUsage, "not a normalised path: " + path};
+      return false;
+    }
+    components.push_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return true;
+}
+
+namespace {
+
+std::string prefix(const std::vector<std::string>& components, std::size_t count) {
+  std::string out;
+  for (std::size_t i = 0; i < count; ++i) out += "/" + components[i];
+  return out.empty() ? "/" : out;
+}
+
+// Why openat(O_DIRECTORY | O_NOFOLLOW) refused: ELOOP and ENOTDIR are both what a link gives
+// (which one depends on the kernel); an lstat of the same name tells a link from a file. The
+// answer is only a classification: the refusal itself already happened in the kernel.
+Failure classify(int parent, const std::string& name, int error, const std::string& path) {
+  if (error == ELOOP || error == ENOTDIR) {
+    struct stat info {};
+    if (::fstatat(parent, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISLNK(info.st_mode) && error == ENOTDIR) {
+      return {kFileNotDirectory, "not a directory: " + path};
+    }
+    return {kFileLink, "a link on the path: " + path};
+  }
+  if (error == ENOENT) return {kFileNotFound, "no such directory: " + path};
+  return system_failure(error, "open", path);
+}
+
+}  // namespace
+
+Fd open_directory(const std::vector<std::string>& components, std::size_t count, bool create,
+                  Failure& failure) {
+  Fd current(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!current.valid()) {
+    failure = system_failure(errno, "open", "/");
+    return Fd();
+  }
+  constexpr int kFlags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string& name = components[i];
+    int next = ::openat(current.get(), name.c_str(), kFlags);
+    if (next < 0 && errno == ENOENT && create) {
+      if (::mkdirat(current.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
+        failure = system_failure(errno, "mkdir", prefix(components, i + 1));
+        return Fd();
+      }
+      next = ::openat(current.get(), name.c_str(), kFlags);
+    }
+    if (next < 0) {
+      failure = classify(current.get(), name, errno, prefix(components, i + 1));
+      return Fd();
+    }
+    current = Fd(next);
+  }
+  return current;
+}
+
+}  // namespace airlock::gvisor_guest

@@ -1,0 +1,266 @@
+#include "backends/gvisor/guest_exec.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "airlock/errors.hpp"
+#include "backends/gvisor/guest_protocol.hpp"
+
+namespace airlock::gvisor_backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the helper gets to kill the tree and say so, and how long output may still trickle
+// in after the command's end (a background process may hold the pipes open for ever).
+constexpr auto kKillGrace = std::chrono::seconds(6);
+constexpr auto kDrainGrace = std::chrono::milliseconds(150);
+
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+struct Streams {
+  UniqueFd out;
+  UniqueFd err;
+  UniqueFd status;
+  UniqueFd in;       // our end of the command's stdin
+  UniqueFd control;  // our end of the control pipe
+};
+
+}  // namespace
+
+ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCommand& command) {
+  if (command.argv.empty()) throw InvalidArgument("exec: an empty command", "command");
+  Pipe out = Pipe::make();
+  Pipe err = Pipe::make();
+  Pipe status = Pipe::make();
+  Pipe control = Pipe::make();
+  std::optional<Pipe> in;
+  if (command.feed_stdin) in = Pipe::make();
+
+  std::vector<std::string> arguments = {"exec"};
+  std::vector<int> extra;
+  if (!command.direct) {
+    arguments.push_back("--pass-fd=" + std::to_string(gvisor_guest::kStatusFd) + ":" +
+                        std::to_string(gvisor_guest::kStatusFd));
+    arguments.push_back("--pass-fd=" + std::to_string(gvisor_guest::kControlFd) + ":" +
+                        std::to_string(gvisor_guest::kControlFd));
+    extra = {status.write.get(), control.read.get()};
+  }
+  for (const auto& [name, value] : command.environment) {
+    arguments.push_back("--env=" + name + "=" + value);
+  }
+  arguments.push_back(id);
+  if (command.direct) {
+    arguments.insert(arguments.end(), command.argv.begin(), command.argv.end());
+  } else {
+    arguments.push_back(gvisor_guest::kGuestHelperPath);
+    arguments.push_back("run");
+    if (!command.working_directory.empty()) {
+      arguments.push_back("--cwd");
+      arguments.push_back(command.working_directory);
+    }
+    arguments.push_back("--");
+    arguments.insert(arguments.end(), command.argv.begin(), command.argv.end());
+  }
+
+  SpawnRequest request{runsc.command(arguments), in ? in->read.get() : -1, out.write.get(),
+                       err.write.get(), extra};
+  const pid_t client = spawn_process(request);
+  out.write.reset();
+  err.write.reset();
+  status.write.reset();
+  control.read.reset();
+  if (in) in->read.reset();
+
+  Streams streams{std::move(out.read), std::move(err.read), std::move(status.read),
+                  in ? std::move(in->write) : UniqueFd(), std::move(control.write)};
+  if (command.direct) streams.status.reset();
+  for (const UniqueFd* fd : {&streams.out, &streams.err, &streams.status, &streams.in}) {
+    if (fd->valid()) set_nonblocking(fd->get());
+  }
+  std::size_t fed = 0;
+  if (streams.in.valid() && command.stdin_bytes.empty()) streams.in.reset();
+
+  // A stop request wakes the poll through an eventfd.
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  std::stop_callback on_stop(command.stop, [&wake] {
+    const std::uint64_t one = 1;
+    (void)!::write(wake.get(), &one, sizeof one);
+  });
+
+  ExecResult result;
+  std::string status_text;
+  std::uint64_t total = 0;
+  bool overflowed = false;
+  bool killing = false;
+  bool cancelled = false;
+  bool timed_out = false;
+  int client_exit = -1;
+  std::optional<Clock::time_point> drain_until;
+  Clock::time_point kill_deadline{};
+
+  auto request_kill = [&] {
+    if (killing) return;
+    killing = true;
+    kill_deadline = Clock::now() + kKillGrace;
+    if (command.direct) {
+      ::kill(client, SIGKILL);
+    } else if (streams.control.valid()) {
+      const char byte = 'k';
+      (void)!::write(streams.control.get(), &byte, 1);
+    }
+  };
+
+  char buffer[65536];
+  for (;;) {
+    const bool status_done = !streams.status.valid();
+    if (client_exit < 0) client_exit = poll_process(client);
+    if (client_exit >= 0 && status_done && !drain_until) drain_until = Clock::now() + kDrainGrace;
+    const bool streams_done = !streams.out.valid() && !streams.err.valid();
+    if (client_exit >= 0 && status_done && (streams_done || Clock::now() >= *drain_until)) break;
+    if (killing && Clock::now() >= kill_deadline) {
+      ::kill(client, SIGKILL);
+      if (client_exit < 0) client_exit = wait_process(client);
+      break;
+    }
+    if (!killing && !command.stop.stop_requested() && Clock::now() >= command.deadline) {
+      timed_out = true;
+      request_kill();
+    }
+    if (!killing && command.stop.stop_requested()) {
+      cancelled = true;
+      request_kill();
+    }
+
+    pollfd fds[5] = {{streams.out.get(), POLLIN, 0},
+                     {streams.err.get(), POLLIN, 0},
+                     {streams.status.get(), POLLIN, 0},
+                     {streams.in.get(), POLLOUT, 0},
+                     {wake.get(), POLLIN, 0}};
+    auto next = killing ? kill_deadline : command.deadline;
+    if (drain_until && *drain_until < next) next = *drain_until;
+    auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+    // The client's exit is not a descriptor: look again at least every 20 ms.
+    wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, 20));
+    if (::poll(fds, 5, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
+
+    if (streams.in.valid() && (fds[3].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      const ssize_t wrote = ::write(streams.in.get(), command.stdin_bytes.data() + fed,
+                                    command.stdin_bytes.size() - fed);
+      if (wrote > 0) fed += static_cast<std::size_t>(wrote);
+      if ((wrote < 0 && errno != EAGAIN && errno != EINTR) || fed >= command.stdin_bytes.size()) {
+        streams.in.reset();
+      }
+    }
+    if (streams.status.valid() && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      const ssize_t got = ::read(streams.status.get(), buffer, sizeof buffer);
+      if (got > 0 && status_text.size() < 4096) {
+        status_text.append(buffer, static_cast<std::size_t>(got));
+      } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        streams.status.reset();
+      }
+    }
+    for (int index = 0; index < 2; ++index) {
+      UniqueFd& stream = index == 0 ? streams.out : streams.err;
+      if (!stream.valid() || (fds[index].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t got = ::read(stream.get(), buffer, sizeof buffer);
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        stream.reset();
+        continue;
+      }
+      if (got < 0) continue;
+      std::string& text = index == 0 ? result.stdout_bytes : result.stderr_bytes;
+      const auto size = static_cast<std::uint64_t>(got);
+      if (total + size > command.max_output_bytes) {
+        const auto room = command.max_output_bytes - total;
+        text.append(buffer, static_cast<std::size_t>(room));
+        total = command.max_output_bytes;
+        if (!overflowed) {
+          overflowed = true;
+          if (command.truncate) {
+            result.truncated = true;
+          } else {
+            request_kill();
+          }
+        }
+      } else {
+        text.append(buffer, static_cast<std::size_t>(got));
+        total += size;
+      }
+    }
+  }
+  if (client_exit < 0) client_exit = wait_process(client);
+
+  // The helper's word, when it gave one.
+  std::optional<std::string> verb;
+  long value = 0;
+  std::string rest;
+  if (const auto newline = status_text.find('\n'); newline != std::string::npos) {
+    const std::string line = status_text.substr(0, newline);
+    const auto space = line.find(' ');
+    verb = line.substr(0, space);
+    if (space != std::string::npos) {
+      rest = line.substr(space + 1);
+      value = std::strtol(rest.c_str(), nullptr, 10);
+    }
+  }
+  const std::optional<bool> kill_confirmed =
+      command.direct ? std::nullopt : std::optional<bool>(verb && *verb == "killed");
+
+  if (cancelled || timed_out) {
+    throw Timeout(cancelled ? "cancelled"
+                            : "the command did not finish within its timeout; its process tree "
+                              "was killed",
+                  kill_confirmed, result.stdout_bytes, result.stderr_bytes);
+  }
+  if (overflowed && !command.truncate) {
+    throw ExecOutputLimitExceeded(command.max_output_bytes, kill_confirmed);
+  }
+  if (command.direct) {
+    result.exit_code = client_exit;
+    return result;
+  }
+  if (verb == std::optional<std::string>("exit")) {
+    result.exit_code = static_cast<int>(value);
+  } else if (verb == std::optional<std::string>("signal")) {
+    result.exit_code = 128 + static_cast<int>(value);
+    result.term_signal = static_cast<int>(value);
+  } else if (verb == std::optional<std::string>("error")) {
+    const auto space = rest.find(' ');
+    const std::string what = space == std::string::npos ? rest : rest.substr(space + 1);
+    if (what.rfind("chdir ", 0) == 0) {
+      throw NotFound("the working directory " + command.working_directory +
+                         " does not exist in the sandbox (errno " + std::to_string(value) + ")",
+                     command.working_directory);
+    }
+    // As a shell would answer: 127 for a command that could not be found or run.
+    result.exit_code = 127;
+    result.stderr_bytes += command.argv[0] + ": " + std::strerror(static_cast<int>(value)) + "\n";
+  } else {
+    // No status line: runsc itself failed (container gone), or the helper was killed from
+    // inside the guest.
+    // runsc's own refusals ("loading sandbox: file does not exist", "loading container: …")
+    // come before the helper could say anything; a guest-side kill of the helper does not.
+    const bool runsc_refused = result.stderr_bytes.find("loading sandbox") != std::string::npos ||
+                               result.stderr_bytes.find("container") != std::string::npos;
+    if (client_exit >= 125 && result.stdout_bytes.empty() && runsc_refused) {
+      throw BackendError(
+          "the sandbox's container is gone or could not run the command",
+          "runsc exec exit " + std::to_string(client_exit) + ": " + result.stderr_bytes);
+    }
+    result.exit_code = client_exit;
+  }
+  return result;
+}
+
+}  // namespace airlock::gvisor_backend

@@ -1,0 +1,469 @@
+#include "backends/gvisor/gvisor_backend.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "airlock/encoding.hpp"
+#include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
+#include "airlock/state_dir.hpp"
+#include "backends/gvisor/bundle.hpp"
+#include "backends/gvisor/cleanup.hpp"
+#include "backends/gvisor/guest_protocol.hpp"
+
+namespace airlock::gvisor_backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kHostTasksPerGuestProcess = 8;
+
+std::filesystem::path resolved_state_dir(const GvisorBackendConfig& config) {
+  return config.state_dir.empty() ? default_state_dir() : config.state_dir;
+}
+
+std::filesystem::path resolved_image_store(const GvisorBackendConfig& config) {
+  return config.image_store.empty() ? resolved_state_dir(config) / "images" : config.image_store;
+}
+
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string read_tail(const std::filesystem::path& path, std::size_t limit = 4096) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  return all.size() > limit ? all.substr(all.size() - limit) : all;
+}
+
+// The environment of PID 1 and so of every exec: the image's, then a PATH and HOME when the
+// image names none.
+std::vector<std::string> environment_for(const images::ImageInfo& image) {
+  std::vector<std::string> environment = image.config.env;
+  auto has = [&environment](const std::string& name) {
+    for (const auto& entry : environment) {
+      if (entry.rfind(name + "=", 0) == 0) return true;
+    }
+    return false;
+  };
+  if (!has("PATH")) {
+    environment.emplace_back("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  }
+  if (!has("HOME")) environment.emplace_back("HOME=/root");
+  return environment;
+}
+
+// Waits for the shepherd's "create <code>" line; nullopt on EOF or timeout.
+std::optional<int> await_create(int status_fd, std::chrono::milliseconds timeout) {
+  std::string text;
+  const auto deadline = Clock::now() + timeout;
+  char buffer[256];
+  while (text.find('\n') == std::string::npos) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    pollfd watch{status_fd, POLLIN, 0};
+    const int ready = ::poll(&watch, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    const ssize_t got = ::read(status_fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return std::nullopt;
+    text.append(buffer, static_cast<std::size_t>(got));
+  }
+  if (text.rfind("create ", 0) != 0) return std::nullopt;
+  return std::atoi(text.c_str() + 7);
+}
+
+// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid, so every
+// directory above them must let others pass. Refuse up front, naming the directory, rather
+// than let every create fail with runsc's "permission denied".
+void require_traversable(const std::filesystem::path& target, const char* what) {
+  std::error_code error;
+  auto directory = std::filesystem::absolute(target, error).parent_path();
+  for (; !directory.empty(); directory = directory.parent_path()) {
+    struct stat info {};
+    if (::stat(directory.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0) {
+      throw InvalidArgument(std::string("the gvisor backend's ") + what + " is under " +
+                                directory.string() +
+                                ", which other users cannot pass through; runsc's file proxy "
+                                "runs as an unprivileged uid and needs that (chmod o+x it, or "
+                                "choose another directory)",
+                            what);
+    }
+    if (directory == directory.root_path()) break;
+  }
+}
+
+bool labels_match(const Record& record, const std::map<std::string, std::string>& wanted) {
+  for (const auto& [label, value] : wanted) {
+    const auto found = record.labels.find(label);
+    if (found == record.labels.end() || found->second != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+GvisorBackend::GvisorBackend(GvisorBackendConfig config)
+    : config_(std::make_shared<const GvisorBackendConfig>(std::move(config))),
+      store_(resolved_state_dir(*config_)),
+      images_(resolved_image_store(*config_), images::OwnershipMap::shifted(config_->uid_base)) {
+  if (::geteuid() != 0) {
+    throw NotSupported(
+        "the gvisor backend needs root: runsc creates namespaces and cgroups "
+        "(run as root, or use another backend)");
+  }
+  require_traversable(store_.base(), "state_dir");
+  require_traversable(resolved_image_store(*config_) / "content", "image_store");
+  const auto binary = locate_runsc(config_->runsc_path);
+  helper_source_ = locate_guest_helper(config_->guest_helper_path);
+  store_.ensure_layout();
+  runsc_ = std::make_shared<const Runsc>(binary, store_.runsc_root(), config_->runsc_timeout);
+  helper_directory_ = install_helper();
+  state_tag_ = sha256_hex(std::filesystem::absolute(store_.base()).string()).substr(0, 8);
+  if (config_->platform) {
+    platform_ = *config_->platform;
+  } else {
+    const GvisorPlatformProbe probe = probe_gvisor_platform(binary, helper_source_);
+    if (!probe.working) {
+      std::string tried;
+      for (const auto& failure : probe.failures) tried += (tried.empty() ? "" : "; ") + failure;
+      throw BackendError("gVisor cannot run containers on this host: no platform works",
+                         "tried " + tried + " (runsc " + binary.string() + ")");
+    }
+    platform_ = *probe.working;
+    spdlog::debug("gvisor: platform {} ({:.0f} ms to probe)", to_string(platform_),
+                  probe.probe_milliseconds);
+  }
+}
+
+std::optional<EgressSet> GvisorBackend::egress_modes() const {
+  return EgressSet{Egress::closed};
+}
+
+std::optional<CapabilitySet> GvisorBackend::capabilities() const {
+  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
+                       Capability::files_out, Capability::files_list, Capability::files_delete,
+                       Capability::host_tools};
+}
+
+// The helper is copied (content-addressed) beside our state, so a rebuilt or removed build tree
+// never changes what a running sandbox has mounted; the directory holds nothing else.
+std::filesystem::path GvisorBackend::install_helper() const {
+  std::ifstream in(helper_source_, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string content = bytes.str();
+  if (content.empty()) {
+    throw BackendError("the gvisor backend's guest helper is unreadable", helper_source_.string());
+  }
+  const auto directory = store_.base() / "helpers" / sha256_hex(content).substr(0, 32);
+  const auto target = directory / gvisor_guest::kGuestHelperName;
+  std::error_code error;
+  if (std::filesystem::is_regular_file(target, error)) return directory;
+  std::filesystem::create_directories(directory, error);
+  const auto staging = directory / (std::string(".staging-") + random_hex(6));
+  {
+    std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+    out << content;
+    if (!out) throw BackendError("could not install the guest helper", staging.string());
+  }
+  ::chmod(staging.c_str(), 0755);
+  ::chmod(directory.c_str(), 0755);
+  std::filesystem::rename(staging, target, error);
+  if (error) throw BackendError("could not install the guest helper", error.message());
+  return directory;
+}
+
+std::string GvisorBackend::container_id(const SandboxKey& key, std::string_view kind,
+                                        std::string_view posture) const {
+  return "airlock-" + state_tag_ + "-" + sandbox_identity(key, kind, posture, 24);
+}
+
+std::shared_ptr<GvisorBackend::Identity> GvisorBackend::identity(const std::string& id) {
+  std::lock_guard lock(registry_mutex_);
+  auto& slot = identities_[id];
+  if (!slot) slot = std::make_shared<Identity>();
+  return slot;
+}
+
+std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
+  if (spec.egress() != Egress::closed) {
+    throw EgressNotEnforced("the gvisor backend enforces egress 'closed' only; '" +
+                                std::string(to_string(spec.egress())) + "' is not served",
+                            "egress");
+  }
+  const std::string id = container_id(key, spec.kind(), spec.egress_posture());
+  const auto held = identity(id);
+  std::lock_guard in_process(held->mutex);
+  const UniqueFd across_processes = store_.lock(id);
+
+  const auto record = store_.read(id);
+  if (record && record->state == "running") {
+    const auto running = runsc_->state(id);
+    if (running && running->status == "running") {
+      std::lock_guard lock(registry_mutex_);
+      if (auto cached = live_[id].lock(); cached && cached->instance_id() == record->instance_id) {
+        return cached;
+      }
+      auto adopted = adopt(*record, key);
+      live_[id] = adopted;
+      return adopted;
+    }
+    spdlog::info("gvisor: sandbox {} is no longer running ({}); replacing it", id,
+                 running ? running->status : "unknown to runsc");
+  }
+  if (record || runsc_->state(id) || !leftover_cgroups(id).empty()) teardown_locked(id);
+  auto created = create(id, key, spec);
+  std::lock_guard lock(registry_mutex_);
+  live_[id] = created;
+  return created;
+}
+
+std::shared_ptr<GvisorSandbox> GvisorBackend::adopt(const Record& record, const SandboxKey& key) {
+  return std::make_shared<GvisorSandbox>(runsc_, config_, record.id, record.instance_id, key,
+                                         record.kind, record.work_dir);
+}
+
+std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, const SandboxKey& key,
+                                                     const SandboxSpec& spec) {
+  const std::string reference =
+      spec.image_id() ? *spec.image_id() : spec.image().value_or(config_->default_image);
+  images::ImagePin pin = images_.pin(reference);
+  const auto directory = store_.sandbox_dir(id);
+  const auto bundle = directory / "bundle";
+
+  Record record;
+  record.id = id;
+  record.instance_id = random_hex(12);
+  record.kind = spec.kind();
+  record.labels = sandbox_labels(key, spec);
+  record.egress_posture = spec.egress_posture();
+  record.state = "creating";
+  record.image = pin.image().reference;
+  record.image_id = pin.image().id;
+  record.work_dir = normalize_guest_path(spec.work_dir());
+  record.platform = std::string(to_string(platform_));
+  record.created_at_ms = now_ms();
+  store_.write(record);
+
+  try {
+    BundlePlan plan;
+    plan.rootfs = pin.image().rootfs;
+    plan.helper_directory = helper_directory_;
+    plan.cgroups_path = std::string("/") + kCgroupParent + "/" + id;
+    plan.work_dir = record.work_dir;
+    plan.uid_base = config_->uid_base;
+    plan.environment = environment_for(pin.image());
+    const ResourceLimits& asked = spec.resources();
+    const ResourceLimits& fallback = config_->default_resources;
+    plan.memory_bytes = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
+    plan.cpu_millis = asked.cpu_millis ? asked.cpu_millis : fallback.cpu_millis;
+    if (const auto pids = asked.pids ? asked.pids : fallback.pids) {
+      plan.guest_pids = *pids;
+      // Measured under systrap: each guest process costs the host several tasks (its stub and
+      // the Sentry threads serving it); 24 guest processes overran a host limit of 152.
+      plan.host_pids = *pids * kHostTasksPerGuestProcess + config_->pids_overhead;
+    }
+    write_bundle(bundle, plan);
+
+    std::error_code ignored;
+    std::filesystem::create_directories(directory / "overlay", ignored);
+    const std::string overlay = config_->overlay_medium == "memory"
+                                    ? "root:memory"
+                                    : "root:dir=" + (directory / "overlay").string();
+    std::vector<std::string> argv = runsc_->command(
+        {"--platform=" + std::string(to_string(platform_)), "--network=none",
+         "--overlay2=" + overlay, "run", "--detach", "--bundle=" + bundle.string(), id});
+    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd", "--status-fd", "3",
+                                         "--"};
+    shepherd.insert(shepherd.end(), argv.begin(), argv.end());
+
+    const auto log_path = directory / "runsc.log";
+    UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    Pipe status = Pipe::make();
+    const pid_t first = spawn_process(
+        SpawnRequest{shepherd, -1, log.get(), log.get(), {status.write.get(), pin.fd()}});
+    status.write.reset();
+    wait_process(first);
+    const auto code = await_create(status.read.get(), config_->runsc_timeout);
+    if (!code || *code != 0) {
+      throw BackendError(
+          "the gvisor sandbox could not be started",
+          "runsc run " + id +
+              (code ? " exited " + std::to_string(*code) : std::string(" gave no answer")) + ": " +
+              read_tail(log_path));
+    }
+    record.state = "running";
+    store_.write(record);
+  } catch (const std::exception& error) {
+    // The caller sees the message only; the operator needs runsc's words.
+    spdlog::warn("gvisor: creating {} failed: {}", id, error_detail(error));
+    teardown_locked(id);
+    throw;
+  }
+  spdlog::info("gvisor: created sandbox {} (instance {}, image {}, platform {})", id,
+               record.instance_id, record.image, record.platform);
+  return adopt(record, key);
+}
+
+bool GvisorBackend::teardown(const std::string& id) noexcept {
+  try {
+    const auto held = identity(id);
+    std::lock_guard in_process(held->mutex);
+    const UniqueFd across_processes = store_.lock(id);
+    return teardown_locked(id);
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: could not dispose of {}: {}", id, error_detail(error));
+    return false;
+  }
+}
+
+bool GvisorBackend::teardown_locked(const std::string& id) noexcept {
+  try {
+    const auto bundle = store_.sandbox_dir(id) / "bundle";
+    runsc_->destroy(id);
+    const auto remaining = reclaim_leftovers(id, bundle);
+    // A delete that lost to a dying sandbox: once the processes are gone runsc can finish.
+    if (runsc_->state(id)) runsc_->destroy(id);
+    for (const auto& what : remaining) spdlog::warn("gvisor: {} left behind by {}", what, id);
+    store_.remove(id);
+    {
+      std::lock_guard lock(registry_mutex_);
+      live_.erase(id);
+    }
+    return remaining.empty() && !runsc_->state(id);
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: could not dispose of {}: {}", id, error_detail(error));
+    return false;
+  }
+}
+
+void GvisorBackend::dispose(const SandboxKey& key) noexcept {
+  try {
+    const std::map<std::string, std::string> wanted = {
+        {"airlock.scope", map_label_value(key.scope)},
+        {"airlock.thread", map_label_value(key.thread_id)},
+        {"airlock.agent", map_label_value(key.agent_dir)}};
+    for (const auto& id : store_.ids()) {
+      const auto record = store_.read(id);
+      if (record && labels_match(*record, wanted)) teardown(id);
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: dispose failed: {}", error_detail(error));
+  }
+}
+
+bool GvisorBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
+                                 std::optional<std::string_view> instance_id) noexcept {
+  bool all_gone = true;
+  try {
+    const std::map<std::string, std::string> wanted = {
+        {"airlock.scope", map_label_value(key.scope)},
+        {"airlock.thread", map_label_value(key.thread_id)},
+        {"airlock.agent", map_label_value(key.agent_dir)},
+        {"airlock.kind", map_label_value(kind)}};
+    for (const auto& id : store_.ids()) {
+      const auto record = store_.read(id);
+      if (!record || !labels_match(*record, wanted)) continue;
+      if (instance_id && record->instance_id != *instance_id) continue;
+      all_gone = teardown(id) && all_gone;
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: dispose_kind failed: {}", error_detail(error));
+    return false;
+  }
+  return all_gone;
+}
+
+int GvisorBackend::dispose_scope(std::string_view scope,
+                                 std::optional<std::string_view> thread_id) noexcept {
+  int disposed = 0;
+  try {
+    std::map<std::string, std::string> wanted = {{"airlock.scope", map_label_value(scope)}};
+    if (thread_id) wanted["airlock.thread"] = map_label_value(*thread_id);
+    for (const auto& id : store_.ids()) {
+      const auto record = store_.read(id);
+      if (record && labels_match(*record, wanted) && teardown(id)) ++disposed;
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: dispose_scope failed: {}", error_detail(error));
+  }
+  return disposed;
+}
+
+std::vector<SandboxRecord> GvisorBackend::list_sandboxes() {
+  std::map<std::string, std::string> status;
+  for (const auto& container : runsc_->list()) status[container.id] = container.status;
+  std::vector<SandboxRecord> out;
+  std::set<std::string> seen;
+  for (const auto& id : store_.ids()) {
+    const auto record = store_.read(id);
+    if (!record) continue;
+    seen.insert(id);
+    SandboxRecord listed;
+    listed.backend = "gvisor";
+    listed.instance_id = record->instance_id;
+    listed.kind = record->kind;
+    listed.labels = record->labels;
+    listed.egress_posture = record->egress_posture;
+    const auto found = status.find(id);
+    listed.state =
+        found == status.end() ? (record->state == "creating" ? "creating" : "dead") : found->second;
+    listed.created_at =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(record->created_at_ms));
+    out.push_back(std::move(listed));
+  }
+  for (const auto& [id, state] : status) {
+    if (seen.count(id) != 0) continue;
+    SandboxRecord orphan;
+    orphan.backend = "gvisor";
+    orphan.instance_id = id;
+    orphan.state = state + " (no record)";
+    out.push_back(std::move(orphan));
+  }
+  return out;
+}
+
+int GvisorBackend::purge_all() noexcept {
+  int purged = 0;
+  try {
+    std::set<std::string> ids;
+    for (const auto& id : store_.ids()) ids.insert(id);
+    try {
+      for (const auto& container : runsc_->list()) ids.insert(container.id);
+    } catch (const std::exception& error) {
+      spdlog::warn("gvisor: purge could not list runsc's containers: {}", error_detail(error));
+    }
+    for (const auto& id : ids) {
+      if (teardown(id)) ++purged;
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("gvisor: purge failed: {}", error_detail(error));
+  }
+  return purged;
+}
+
+}  // namespace airlock::gvisor_backend
+
+namespace airlock {
+
+std::shared_ptr<SandboxBackend> make_gvisor_backend(GvisorBackendConfig config) {
+  return std::make_shared<gvisor_backend::GvisorBackend>(std::move(config));
+}
+
+}  // namespace airlock

@@ -1,0 +1,70 @@
+// The gvisor backend's SandboxBackend: acquire (get-or-create per identity), disposal and purge
+// from durable state. See include/airlock/backends/gvisor.hpp for the contract.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "airlock/backends/gvisor.hpp"
+#include "airlock/images.hpp"
+#include "backends/gvisor/gvisor_sandbox.hpp"
+#include "backends/gvisor/runsc.hpp"
+#include "backends/gvisor/state_store.hpp"
+
+namespace airlock::gvisor_backend {
+
+class GvisorBackend final : public SandboxBackend {
+ public:
+  explicit GvisorBackend(GvisorBackendConfig config);
+
+  std::string name() const override { return "gvisor"; }
+  Isolation isolation() const override { return Isolation::hardened_container; }
+  std::optional<EgressSet> egress_modes() const override;
+  std::optional<CapabilitySet> capabilities() const override;
+  std::optional<SandboxLimits> limits() const override { return config_->limits; }
+  std::optional<OsFamilySet> os_families() const override { return OsFamilySet{OsFamily::posix}; }
+
+  std::shared_ptr<Sandbox> acquire(const SandboxKey& key, const SandboxSpec& spec) override;
+  void dispose(const SandboxKey& key) noexcept override;
+  bool dispose_kind(const SandboxKey& key, std::string_view kind,
+                    std::optional<std::string_view> instance_id) noexcept override;
+  int dispose_scope(std::string_view scope,
+                    std::optional<std::string_view> thread_id) noexcept override;
+  std::vector<SandboxRecord> list_sandboxes() override;
+  int purge_all() noexcept override;
+
+  GvisorPlatform platform() const noexcept { return platform_; }
+  const StateStore& state() const noexcept { return store_; }
+
+ private:
+  struct Identity {
+    std::mutex mutex;
+  };
+  std::shared_ptr<Identity> identity(const std::string& id);
+  std::string container_id(const SandboxKey& key, std::string_view kind,
+                           std::string_view posture) const;
+  std::shared_ptr<GvisorSandbox> create(const std::string& id, const SandboxKey& key,
+                                        const SandboxSpec& spec);
+  std::shared_ptr<GvisorSandbox> adopt(const Record& record, const SandboxKey& key);
+  // Kills, deletes and reclaims everything of `id`, then drops its state. Takes the locks.
+  bool teardown(const std::string& id) noexcept;
+  bool teardown_locked(const std::string& id) noexcept;
+  std::filesystem::path install_helper() const;
+
+  std::shared_ptr<const GvisorBackendConfig> config_;
+  StateStore store_;
+  std::shared_ptr<const Runsc> runsc_;
+  std::filesystem::path helper_source_;
+  std::filesystem::path helper_directory_;
+  images::ImageStore images_;
+  GvisorPlatform platform_ = GvisorPlatform::systrap;
+  std::string state_tag_;  // 8 hex of the state directory, in every container id
+
+  std::mutex registry_mutex_;
+  std::map<std::string, std::shared_ptr<Identity>> identities_;
+  std::map<std::string, std::weak_ptr<GvisorSandbox>> live_;
+};
+
+}  // namespace airlock::gvisor_backend

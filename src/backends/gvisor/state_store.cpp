@@ -1,0 +1,147 @@
+#include "backends/gvisor/state_store.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "airlock/errors.hpp"
+#include "airlock/json.hpp"
+
+namespace airlock::gvisor_backend {
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t filled = 0;
+  while (filled < bytes) {
+    const ssize_t got = ::getrandom(raw.data() + filled, bytes - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw BackendError("no randomness", std::strerror(errno));
+    filled += static_cast<std::size_t>(got);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char byte : raw) {
+    out.push_back(kHex[byte >> 4]);
+    out.push_back(kHex[byte & 0xF]);
+  }
+  return out;
+}
+
+StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
+
+void StateStore::ensure_layout() const {
+  for (const auto& directory :
+       {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes", base_ / "helpers"}) {
+    std::error_code error;
+    std::filesystem::create_directories(directory, error);
+    if (error) {
+      throw BackendError("the gvisor backend could not create its state directory",
+                         directory.string() + ": " + error.message());
+    }
+  }
+  // runsc's Gofer runs as the sandbox's host uid (uid_base), not as host root: it must be able
+  // to pass through the base to reach the helper directory it binds. Traverse only, no listing;
+  // everything private (runsc's root, records, bundles, locks) stays owner-only.
+  using std::filesystem::perms;
+  const perms traverse = perms::owner_all | perms::group_exec | perms::others_exec;
+  std::error_code ignored;
+  std::filesystem::permissions(base_, traverse, ignored);
+  std::filesystem::permissions(base_ / "helpers", traverse, ignored);
+  for (const auto& directory : {base_ / "runsc", base_ / "locks", base_ / "sandboxes"}) {
+    std::filesystem::permissions(directory, perms::owner_all, ignored);
+  }
+}
+
+UniqueFd StateStore::lock(const std::string& id) const {
+  const auto path = base_ / "locks" / (id + ".lock");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    throw BackendError("the gvisor backend could not lock a sandbox",
+                       path.string() + ": " + std::strerror(errno));
+  }
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      throw BackendError("the gvisor backend could not lock a sandbox",
+                         path.string() + ": " + std::strerror(errno));
+    }
+  }
+  return fd;
+}
+
+std::optional<Record> StateStore::read(const std::string& id) const {
+  std::ifstream in(sandbox_dir(id) / "record.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const json::Json parsed = json::Json::parse(text.str(), nullptr, false);
+  if (!parsed.is_object()) return std::nullopt;
+  Record record;
+  record.id = parsed.value("id", id);
+  record.instance_id = parsed.value("instance_id", "");
+  record.kind = parsed.value("kind", "");
+  if (parsed.contains("labels") && parsed["labels"].is_object()) {
+    for (const auto& [key, value] : parsed["labels"].items()) {
+      if (value.is_string()) record.labels[key] = value.get<std::string>();
+    }
+  }
+  record.egress_posture = parsed.value("egress_posture", "");
+  record.state = parsed.value("state", "");
+  record.image = parsed.value("image", "");
+  record.image_id = parsed.value("image_id", "");
+  record.work_dir = parsed.value("work_dir", "");
+  record.platform = parsed.value("platform", "");
+  record.created_at_ms = parsed.value("created_at_ms", std::int64_t{0});
+  return record;
+}
+
+void StateStore::write(const Record& record) const {
+  const auto directory = sandbox_dir(record.id);
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  const json::Json document = {{"id", record.id},
+                               {"instance_id", record.instance_id},
+                               {"kind", record.kind},
+                               {"labels", record.labels},
+                               {"egress_posture", record.egress_posture},
+                               {"state", record.state},
+                               {"image", record.image},
+                               {"image_id", record.image_id},
+                               {"work_dir", record.work_dir},
+                               {"platform", record.platform},
+                               {"created_at_ms", record.created_at_ms}};
+  const auto staging = directory / "record.json.tmp";
+  {
+    std::ofstream out(staging, std::ios::binary | std::ios::trunc);
+    out << document.dump(2);
+    if (!out) {
+      throw BackendError("the gvisor backend could not write a sandbox record", staging.string());
+    }
+  }
+  std::filesystem::rename(staging, directory / "record.json", error);
+  if (error) {
+    throw BackendError("the gvisor backend could not write a sandbox record",
+                       staging.string() + ": " + error.message());
+  }
+}
+
+std::vector<std::string> StateStore::ids() const {
+  std::vector<std::string> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(base_ / "sandboxes", error)) {
+    if (entry.is_directory(error)) found.push_back(entry.path().filename().string());
+  }
+  return found;
+}
+
+void StateStore::remove(const std::string& id) const noexcept {
+  std::error_code ignored;
+  std::filesystem::remove_all(sandbox_dir(id), ignored);
+}
+
+}  // namespace airlock::gvisor_backend

@@ -1,0 +1,70 @@
+// Durable state of the gvisor backend, found by any process — never this process's memory alone.
+//
+//   <state_dir>/gvisor/                 0700
+//     runsc/                            runsc's own state root (--root), private to us
+//     helpers/<digest>/                 the guest helper, copied once, bound read-only at /.airlock
+//     locks/<id>.lock                   flock: get-or-create and dispose of one identity, across
+//                                       processes (lock files stay: removing one that someone
+//                                       waits on would break the exclusion)
+//     sandboxes/<id>/record.json        written before the container is created, so a crash at
+//                                       any point leaves a record naming what to reclaim
+//     sandboxes/<id>/bundle/            config.json
+//     sandboxes/<id>/overlay/           runsc's overlay file store (the guest's writes)
+//     sandboxes/<id>/egress/            allowlist: the proxy's socket
+//     sandboxes/<id>/runsc.log          what runsc said at create
+// <id> is the container id: "airlock-" + 8 hex of the state directory + "-" + sandbox_identity().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/gvisor/process.hpp"
+
+namespace airlock::gvisor_backend {
+
+struct Record {
+  std::string id;
+  std::string instance_id;
+  std::string kind;
+  std::map<std::string, std::string> labels;  // mapped (hashed) values only
+  std::string egress_posture;
+  std::string state;  // "creating" until runsc reported the container running, then "running"
+  std::string image;  // the reference as resolved ("name:tag") and its id
+  std::string image_id;
+  std::string work_dir;
+  std::string platform;
+  std::int64_t created_at_ms = 0;
+};
+
+class StateStore {
+ public:
+  explicit StateStore(std::filesystem::path state_dir);
+
+  const std::filesystem::path& base() const noexcept { return base_; }  // <state_dir>/gvisor
+  std::filesystem::path runsc_root() const { return base_ / "runsc"; }
+  std::filesystem::path sandbox_dir(const std::string& id) const {
+    return base_ / "sandboxes" / id;
+  }
+
+  void ensure_layout() const;
+  UniqueFd lock(const std::string& id) const;
+
+  std::optional<Record> read(const std::string& id) const;
+  void write(const Record& record) const;
+  // Identities with a directory under sandboxes/ (records or leftovers).
+  std::vector<std::string> ids() const;
+  // Removes sandboxes/<id> entirely. Best effort.
+  void remove(const std::string& id) const noexcept;
+
+ private:
+  std::filesystem::path base_;
+};
+
+std::string random_hex(std::size_t bytes);
+
+}  // namespace airlock::gvisor_backend

@@ -1,0 +1,202 @@
+// The boundary, attacked: what a guest can see of the host, reach on the network, and do to it
+// with a fork bomb, an output flood or a command that will not end.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stop_token>
+#include <thread>
+
+#include "airlock/errors.hpp"
+#include "gvisor/fixture.hpp"
+
+namespace airlock::gvisor_backend::testing {
+namespace {
+
+using Isolation = GvisorBackendTest;
+
+// A TCP listener on every host address, counting the connections it accepts.
+class HostListener {
+ public:
+  HostListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_ANY);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(fd_, 16) != 0) {
+      throw std::runtime_error("listen");
+    }
+    socklen_t size = sizeof address;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
+    port_ = ntohs(address.sin_port);
+  }
+  ~HostListener() { ::close(fd_); }
+  int port() const { return port_; }
+  int accepted() {
+    int count = 0;
+    for (int client; (client = ::accept(fd_, nullptr, nullptr)) >= 0; ++count) ::close(client);
+    return count;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+std::vector<std::string> host_ipv4_addresses() {
+  std::vector<std::string> found;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return found;
+  for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* address = reinterpret_cast<sockaddr_in*>(entry->ifa_addr);
+    ::inet_ntop(AF_INET, &address->sin_addr, text, sizeof text);
+    found.emplace_back(text);
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+TEST_F(Isolation, NoHostProcessIsVisible) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  // Every process the guest can see, by command line: only the keeper, the exec wrapper and
+  // this shell — never the test, runsc, or anything else of the host.
+  const ExecResult seen =
+      sh(*sandbox, "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done");
+  ASSERT_EQ(seen.exit_code, 0) << seen.stderr_bytes;
+  int processes = 0;
+  std::istringstream lines(seen.stdout_bytes);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    ++processes;
+    EXPECT_TRUE(line.find("airlock-gvisor-guest") != std::string::npos ||
+                line.find("sh -c") != std::string::npos || line.find("tr ") == 0)
+        << "a process the guest should not see: " << line;
+  }
+  EXPECT_LE(processes, 6) << seen.stdout_bytes;
+  EXPECT_EQ(sh(*sandbox, "test -e /proc/" + std::to_string(::getpid()) +
+                             "/cmdline && "
+                             "grep -q lifecycle /proc/" +
+                             std::to_string(::getpid()) + "/cmdline")
+                    .exit_code == 0,
+            false);
+}
+
+TEST_F(Isolation, NetworkIsUnreachableWhenEgressIsClosed) {
+  AIRLOCK_REQUIRE_GVISOR();
+  HostListener listener;
+  auto sandbox = acquire(spec());
+  // No interface but loopback inside (gVisor may show none at all).
+  const ExecResult links = sh(
+      *sandbox, "tail -n +3 /proc/net/dev 2>/dev/null | cut -d: -f1 | tr -d ' ' | grep -v '^lo$'");
+  EXPECT_EQ(links.stdout_bytes, "") << "interfaces besides lo: " << links.stdout_bytes;
+  for (const auto& address : host_ipv4_addresses()) {
+    const ExecResult tried =
+        sh(*sandbox, "nc -w 2 " + address + " " + std::to_string(listener.port()) + " </dev/null");
+    EXPECT_NE(tried.exit_code, 0) << "reached the host at " << address << ": "
+                                  << tried.stdout_bytes;
+  }
+  EXPECT_EQ(listener.accepted(), 0) << "a guest connection reached the host listener";
+}
+
+TEST_F(Isolation, ForkBombIsStoppedByPidsLimit) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox =
+      acquire(spec("forkbomb", [](SandboxSpec::Fields& fields) { fields.resources.pids = 24; }));
+  // Tries to start 200 sleepers, saying how many it has; the shell dies at the first fork
+  // the limit refuses.
+  const ExecResult bomb =
+      sh(*sandbox, "n=0; while [ $n -lt 200 ]; do sleep 8 & n=$((n+1)); echo $n; done",
+         std::chrono::seconds(60));
+  EXPECT_NE(bomb.stderr_bytes.find("can't fork"), std::string::npos) << bomb.stderr_bytes;
+  const auto last_line = bomb.stdout_bytes.rfind('\n', bomb.stdout_bytes.size() - 2);
+  const int started =
+      std::atoi(bomb.stdout_bytes.c_str() + (last_line == std::string::npos ? 0 : last_line + 1));
+  EXPECT_GT(started, 5) << bomb.stdout_bytes;
+  EXPECT_LT(started, 24) << "the pids limit did not stop the bomb";
+  // The Sentry survived its guest's bomb: once the sleepers end, the sandbox serves again.
+  std::string answer;
+  for (int attempt = 0; attempt < 30 && answer != "alive\n"; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    try {
+      answer = sh(*sandbox, "echo alive").stdout_bytes;
+    } catch (const Error&) {
+    }
+  }
+  EXPECT_EQ(answer, "alive\n");
+}
+
+TEST_F(Isolation, OutputFloodIsBoundedAndItsTreeKilled) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  ExecOptions options;
+  options.working_directory = kWork;
+  options.timeout = std::chrono::seconds(60);
+  options.max_output_bytes = 1 << 20;
+  try {
+    sandbox->exec(Command::argv({"sh", "-c", "yes flood & yes flood >&2"}), options);
+    ADD_FAILURE() << "an output flood was not refused";
+  } catch (const ExecOutputLimitExceeded& error) {
+    EXPECT_EQ(error.kill_confirmed(), std::optional<bool>(true));
+  }
+  EXPECT_EQ(sh(*sandbox, "pidof yes || echo none").stdout_bytes, "none\n");
+  // Truncation keeps the head and kills nothing.
+  options.overflow = OutputOverflow::truncate;
+  options.max_output_bytes = 1000;
+  const ExecResult cut = sandbox->exec(Command::argv({"sh", "-c", "seq 100000"}), options);
+  EXPECT_TRUE(cut.truncated);
+  EXPECT_EQ(cut.stdout_bytes.size(), 1000u);
+  EXPECT_EQ(cut.stdout_bytes.substr(0, 4), "1\n2\n");
+}
+
+TEST_F(Isolation, TimeoutKillsTheWholeTreeAndConfirmsIt) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  ExecOptions options;
+  options.working_directory = kWork;
+  options.timeout = std::chrono::milliseconds(1500);
+  try {
+    // A child in its own session, one in the background, one in the foreground.
+    sandbox->exec(Command::argv({"sh", "-c", "setsid sleep 300 & sleep 301 & sleep 302"}), options);
+    ADD_FAILURE() << "the command outlived its timeout";
+  } catch (const Timeout& error) {
+    EXPECT_EQ(error.kill_confirmed(), std::optional<bool>(true));
+  }
+  EXPECT_EQ(sh(*sandbox, "pidof sleep || echo none").stdout_bytes, "none\n");
+}
+
+TEST_F(Isolation, CancellationStopsTheCommand) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  std::stop_source stop;
+  ExecOptions options;
+  options.working_directory = kWork;
+  options.timeout = std::chrono::seconds(120);
+  options.stop = stop.get_token();
+  std::thread canceller([&stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    stop.request_stop();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    sandbox->exec(Command::argv({"sleep", "300"}), options);
+    ADD_FAILURE() << "a cancelled command ran on";
+  } catch (const Timeout& error) {
+    EXPECT_EQ(std::string(error.what()).find("cancelled") != std::string::npos, true)
+        << error.what();
+  }
+  canceller.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));
+  EXPECT_EQ(sh(*sandbox, "pidof sleep || echo none").stdout_bytes, "none\n");
+}
+
+}  // namespace
+}  // namespace airlock::gvisor_backend::testing
