@@ -58,8 +58,10 @@ std::string_view type_word(ToolParameter::Type type) {
 // Why `arguments` do not bind to `tool`, or "" when they do.
 std::string binding_failure(const HostTool& tool, const json::Json& arguments) {
   for (const auto& [name, value] : arguments.items()) {
+    // A named copy for the lambda: clang before 16 cannot capture a structured binding.
+    const std::string& key = name;
     auto parameter = std::find_if(tool.parameters.begin(), tool.parameters.end(),
-                                  [&](const ToolParameter& p) { return p.name == name; });
+                                  [&](const ToolParameter& p) { return p.name == key; });
     if (parameter == tool.parameters.end()) {
       return "unexpected argument " + single_quoted(name);
     }

@@ -155,6 +155,12 @@ Json parse_text(std::string_view text, std::string_view what) {
     throw InvalidArgument(std::string(what) + ": not valid JSON at byte " +
                               std::to_string(error.byte) + ": " + error.what(),
                           std::string(what));
+  } catch (const Json::out_of_range& error) {
+    // A number no double holds (1e999) is nlohmann's out_of_range, not a parse_error; let it
+    // escape and a guest's host-tool request takes down the thread serving it, and the host.
+    throw InvalidArgument(std::string(what) + ": a number is too large to represent: " +
+                              error.what(),
+                          std::string(what));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
+#include "core/host_tool_internal.hpp"
 #include "support/host_sandbox.hpp"
 
 namespace airlock {
@@ -63,6 +64,28 @@ TEST(GuestRunLayout, TheTransportsOwnFileNamesAreRefusedAsPrograms) {
 }
 
 // ---- the shim ----------------------------------------------------------------------------------
+
+// Found by fuzz/host_tool_request_fuzz: a request holding a number no double holds threw out of
+// answer_request, which on the socket channel is the serving thread: std::terminate, and the
+// host process with it. A guest must get a refusal instead.
+TEST(HostToolRequest, AnOverflowingNumberIsRefusedInsteadOfKillingTheHost) {
+  auto registry = std::make_shared<airlock::HostToolRegistry>();
+  airlock::HostTool tool;
+  tool.name = "echo";
+  tool.body = [](const airlock::json::Json&) { return airlock::json::Json("never"); };
+  tool.declaration.emplace(std::nullopt, std::nullopt, airlock::Identity::app);
+  registry->register_tool(tool);
+  registry->aggregate();
+  airlock::HostToolRun run(registry);
+  for (const char* request : {R"({"name": "echo", "arguments": {"x": 1e999}})",
+                              "99999999999999999999999999e999999999999999999999999999"}) {
+    std::optional<std::string> answer;
+    ASSERT_NO_THROW(answer = airlock::answer_request(run, false, request)) << request;
+    ASSERT_TRUE(answer.has_value());
+    EXPECT_NE(answer->find("\"refusal\""), std::string::npos) << *answer;
+  }
+  EXPECT_EQ(run.dispatched(), 0u);
+}
 
 TEST(HostToolShim, WrappersExistOnlyForSafeAsciiNames) {
   const std::string shim =

@@ -126,6 +126,20 @@ TEST(JsonText, SyntaxErrorsNameTheByteOffset) {
   }
 }
 
+// Found by fuzz/spec_json_fuzz: a number no double holds escaped as nlohmann's out_of_range.
+TEST(JsonText, ANumberTooLargeToRepresentIsAnInvalidArgument) {
+  for (const char* text : {R"({"path": 333333333333E3333})", "1e999", "-1e999",
+                           R"({"kind": "x", "files_in": {"max_files": 9e99999}})"}) {
+    try {
+      parse_text(text, "spec");
+      ADD_FAILURE() << text << " parsed";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(error.message().find("spec: a number is too large"), std::string::npos)
+          << error.message();
+    }
+  }
+}
+
 TEST(JsonText, DeepNestingIsRefusedBeforeParsing) {
   std::string deep(100000, '[');
   EXPECT_THROW(parse_text(deep, "body"), InvalidArgument);

@@ -1,0 +1,35 @@
+// The linux backend's control protocol, both directions: airlock-init decodes requests, the host
+// decodes the init's replies (an init inside a compromised guest is as hostile as any input).
+// Any bytes must decode or be refused without a crash, and what decodes must re-encode to
+// exactly the bytes it came from — the encoding has one spelling per message, so a decoder that
+// accepts anything else is reading past or around a field.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "backends/linux/protocol.hpp"
+#include "fuzz_check.hpp"
+
+namespace protocol = airlock::linux_backend::protocol;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+
+  protocol::Op op{};
+  std::uint32_t header_flags = 0;
+  std::string body;
+  if (protocol::split_request(bytes, op, header_flags, body)) {
+    FUZZ_CHECK(protocol::encode_header(op, header_flags) + body == bytes);
+    protocol::ExecRequest request;
+    if (protocol::decode_exec(body, request)) {
+      FUZZ_CHECK(!request.argv.empty());
+      FUZZ_CHECK(protocol::encode_exec(request) == body);
+    }
+  }
+
+  protocol::Reply reply;
+  if (protocol::decode_reply(bytes, reply)) {
+    FUZZ_CHECK(protocol::encode_reply(reply) == bytes);
+  }
+  return 0;
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Starts `airlock run --put BIG=…` and SIGKILLs it the moment a partial file appears in the
+sandbox's work storage. Prints what it caught ("<file> at <n> of <size> bytes"), or nothing when
+the transfer finished (or failed) before a partial file was seen.
+
+A shell loop forks a `stat` per poll and misses a fast disk's whole write; one process polling
+with scandir does not.
+
+Usage: kill_mid_put.py AIRLOCK CONFIG SPEC BIG STATE_DIR SIZE
+"""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+airlock, config, spec, big, state, size = sys.argv[1:7]
+size = int(size)
+cli = subprocess.Popen(
+    [airlock, "run", "--backend-config", config, "--min-isolation", "container", "--quiet",
+     "--spec", spec, "--put", big + "=/maf-sandbox/work/big", "--", "true"],
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+caught = None
+deadline = time.monotonic() + 120
+while caught is None and cli.poll() is None and time.monotonic() < deadline:
+    for directory in glob.glob(state + "/linux/*/work/work"):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                length = entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+            if 0 < length < size:
+                cli.send_signal(signal.SIGKILL)
+                caught = "%s at %d of %d bytes" % (entry.name, length, size)
+                break
+        if caught:
+            break
+if cli.poll() is None:
+    cli.kill()
+cli.wait()
+print(caught or "")
