@@ -2,7 +2,7 @@
 function(airlock_warnings target)
   target_compile_options(${target} PRIVATE
     -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Wcast-align
-    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough -Wformat=2
+    -Woverloaded-virtual -Wnull-dereference -Wimplicit-fallthrough -Wformat=2 -Wno-missing-field-initializers
     $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
   if(AIRLOCK_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
