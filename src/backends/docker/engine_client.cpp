@@ -325,6 +325,18 @@ std::string EngineClient::api_version() {
     if (api_version_) return *api_version_;
   }
   // Negotiated outside the lock: two first calls may both ask; both get the same answer.
+  // The ping's API-Version header says it in one cheap round trip (Podman takes seconds to
+  // answer /version); /version is asked only when the ping does not say. The ping carries no
+  // minimum: an engine that has dropped the version we pick refuses each call by itself.
+  const EngineResponse ping = perform("GET", "/_ping", {});
+  if (ping.status == 200) {
+    if (auto header = ping.header("api-version"); header && parse_api_version(*header)) {
+      std::string chosen = negotiate_api_version(*header, "", api_version_max_);
+      std::lock_guard lock(mutex_);
+      api_version_ = chosen;
+      return chosen;
+    }
+  }
   const EngineResponse response = perform("GET", "/version", {});
   if (response.status != 200) fail("the container engine refused to say its version", "GET",
                                    "/version", response);

@@ -137,8 +137,15 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
   collected.truncate =
       options.max_output_bytes.has_value() && options.overflow == OutputOverflow::truncate;
 
+  std::optional<HijackedConnection> connection;
+  // The attach is closed before the container is removed: an engine may hold the removal until
+  // the attached client lets go of the stream (Podman does).
+  const auto stop_now = [&] {
+    connection.reset();
+    return force_stop();
+  };
   const auto timed_out = [&](const std::string& why) -> Timeout {
-    const bool confirmed = force_stop();
+    const bool confirmed = stop_now();
     return Timeout(why + (confirmed ? "; the sandbox was removed to stop it"
                                     : "; removing the sandbox to stop it was not confirmed"),
                    confirmed, collected.out, collected.err);
@@ -147,7 +154,6 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
     return "the command did not finish within " + std::to_string(options.timeout.count()) + " ms";
   };
 
-  std::optional<HijackedConnection> connection;
   try {
     connection.emplace(client, "POST", client.versioned("/exec/" + exec_id + "/start"),
                        R"({"Detach":false,"Tty":false})", deadline);
@@ -181,7 +187,7 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
     if (read.bytes > 0) {
       decoder.feed(std::string_view(chunk, read.bytes));
       if (collected.refused) {
-        const bool confirmed = force_stop();
+        const bool confirmed = stop_now();
         throw ExecOutputLimitExceeded(collected.limit, confirmed);
       }
       continue;

@@ -32,7 +32,9 @@ bool bool_value(const json& value, const std::string& path) {
 }
 
 std::uint64_t count_value(const json& value, const std::string& path, std::uint64_t minimum = 1) {
-  if (!value.is_number_unsigned() || value.get<std::uint64_t>() < minimum) {
+  // A JSON number built in C++ from an int is signed; one parsed from text is unsigned.
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 0 ||
+      value.get<std::uint64_t>() < minimum) {
     throw InvalidArgument(path + ": expected an integer of at least " + std::to_string(minimum),
                           path);
   }
@@ -48,7 +50,7 @@ std::chrono::milliseconds seconds_value(const json& value, const std::string& pa
 
 // An integer number of bytes, or a string with a k/m/g suffix ("512m").
 std::uint64_t bytes_value(const json& value, const std::string& path) {
-  if (value.is_number_unsigned() && value.get<std::uint64_t>() > 0) {
+  if (value.is_number_integer() && value.get<std::int64_t>() > 0) {
     return value.get<std::uint64_t>();
   }
   if (value.is_string()) {
