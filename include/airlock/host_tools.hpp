@@ -143,6 +143,7 @@ class HostToolRun {
   std::uint64_t dispatched() const;
   std::uint64_t delivered() const;
   std::uint64_t delivered_bytes() const;
+  const HostToolRegistry& registry() const noexcept { return *registry_; }
 
  private:
   DispatchResult refuse(std::string sentence);

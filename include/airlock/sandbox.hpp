@@ -131,6 +131,17 @@ class Sandbox {
   virtual void remove(std::string_view path, std::string_view working_directory,
                       bool recursive) = 0;
 
+  // A directory shared between host and guest for unix sockets only — the host creates a
+  // listening socket under `host_directory`, a guest program connects to it under
+  // `guest_directory` — or nullopt when the backend cannot offer one. The directory is read-only
+  // inside the guest (connecting to a socket needs no write access to its directory), and is
+  // never used to move files.
+  struct SocketChannel {
+    std::string host_directory;
+    std::string guest_directory;
+  };
+  virtual std::optional<SocketChannel> socket_channel() { return std::nullopt; }
+
  protected:
   Sandbox() = default;
 };

@@ -3,16 +3,28 @@
 //
 // Never for production: it declares `Isolation::none` by default because it draws no boundary.
 //
-// The in-memory sandbox stores a filesystem (files, directories, links with targets, non-regular
-// entries) and answers every Sandbox method against it with the shared guest-path rules, so a
-// seeded link in a parent is refused exactly as on `linux`. `exec` understands a small POSIX
-// vocabulary over that filesystem — enough for the conformance suites to attack it:
-//   printf FORMAT [ARG…] (%s, %d, %%, \n escapes) · cat FILE… · test -e/-f/-d/-L/-s PATH ·
-//   [ … ] · pwd · sleep SECONDS · ln -s[f][n] TARGET PATH · mkdir [-p] PATH… · rm [-rf] PATH… ·
-//   echo · true · false · exit N · sh -c LINE [ARG0 ARG…] (with "$1"… substitution, `;`, `&&`,
-//   `||` and simple redirections > and 2>/dev/null)
-// Anything else is answered from the scripted `outputs` (a marker matched as a substring of the
-// POSIX-quoted command line), or `default_stdout` with exit code 0 — recorded either way.
+// The in-memory sandbox stores a filesystem (files, directories, links with targets, FIFOs,
+// hard links, owner permission bits) and answers every Sandbox method against it with the
+// shared guest-path rules, so a seeded link in a parent is refused exactly as on `linux`. Like a
+// guest kernel it refuses a name over 255 bytes or a path of 4096 bytes or more (ENAMETOOLONG).
+// A hard link is reported by the file plane as `other` and never read.
+//
+// `exec` runs a small POSIX shell over that same filesystem (see backends/testing/emulator.hpp)
+// — enough for the conformance suites and the shell roads to attack it for real:
+//   printf FORMAT [ARG…] (%s %b %c %d %i %u %x %X %o %%, widths, \n \t \NNN escapes) ·
+//   echo [-n] · cat [FILE…|-] · test / [ … ] (-e -f -d -L -h -s -r -w -x -p -n -z, = != -eq
+//   -ne -lt -le -gt -ge, !) · pwd · cd DIR · sleep SECONDS · ln [-sfnT] TARGET LINK ·
+//   mkdir [-p] DIR… · rm [-frR] PATH… · mv [-f] SOURCE DEST · mkfifo PATH… · chmod OCTAL PATH… ·
+//   base64 [-d] [-w N] [FILE] · wc -c|-l [FILE…] · head -c N|-n N [FILE] · ls [-A1] [DIR…] ·
+//   true · false · : · exit [N] · sh -c SCRIPT [ARG0 ARG…]
+// with '…', "…" and \ quoting, $1…$9 ${N} $@ $* $# $? $0, `;` and newlines, &&, ||, |, !, and
+// redirections > >> < N> N>&M (/dev/null and /dev/zero exist). Links resolve inside the
+// emulated filesystem the way a guest's kernel resolves them; the guest is an unprivileged user
+// owning every node (so `chmod 000` makes a file unreadable to it); reading a FIFO blocks until
+// the caller's timeout; `sleep` honours the timeout and raises Timeout; the output ceiling of a
+// bounded exec is enforced. A command line using anything else is not run at all: it is answered
+// from the scripted `outputs` (a marker matched as a substring of the POSIX-quoted command line),
+// or `default_stdout` with exit code 0 — recorded either way.
 #pragma once
 
 #include <chrono>
@@ -60,6 +72,9 @@ class InProcessSandbox : public Sandbox {
   void seed_directory(const std::string& path);
   void seed_symlink(const std::string& path, std::string target);
   void seed_other(const std::string& path);  // a FIFO, device or socket stand-in
+  // Owner permission bits as the emulated guest sees them (files 0644, directories 0755 by
+  // default). The file plane acts with host authority and ignores them, as real backends do.
+  void set_mode(const std::string& path, unsigned mode);
 
   // ---- inspection --------------------------------------------------------------------------
   std::optional<std::string> contents(const std::string& path) const;
@@ -83,13 +98,17 @@ class InProcessSandbox : public Sandbox {
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
 
+  // The command emulator (backends/testing/emulator.hpp) — internal, not part of the test API.
+  class Emulator;
+
  private:
   struct Node {
     EntryKind kind = EntryKind::directory;
     std::string content;  // files
-    std::string target;   // links
+    std::string target;   // symlinks: the link text; hard links: the shared file's path
+    unsigned mode = 0755;
+    bool hard_link = false;  // kind `other`: a second name of the file at `target`
   };
-  class Emulator;
   friend class Emulator;
 
   std::optional<EntryKind> lstat_kind(const std::string& absolute) const;  // caller holds mutex_

@@ -16,6 +16,27 @@ std::string parent_of(const std::string& absolute) {
   return absolute.substr(0, slash);
 }
 
+// A guest kernel refuses these before looking anything up; so does the fake.
+void refuse_overlong(const std::string& absolute) {
+  constexpr int kNameTooLong = 36;  // ENAMETOOLONG
+  if (absolute.size() >= 4096) {
+    throw SystemError("the guest path is " + std::to_string(absolute.size()) +
+                          " bytes; a path must be shorter than 4096",
+                      kNameTooLong, absolute.substr(0, 64) + "…");
+  }
+  std::size_t start = 1;
+  while (start < absolute.size()) {
+    std::size_t end = absolute.find('/', start);
+    if (end == std::string::npos) end = absolute.size();
+    if (end - start > 255) {
+      throw SystemError("a component of the guest path is " + std::to_string(end - start) +
+                            " bytes; a name must be at most 255",
+                        kNameTooLong, absolute.substr(0, 64) + "…");
+    }
+    start = end + 1;
+  }
+}
+
 bool is_under(const std::string& path, const std::string& directory) {
   if (directory == "/") return path.size() > 1 && path.front() == '/';
   return path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
@@ -45,7 +66,7 @@ void InProcessSandbox::make_parents(const std::string& absolute) {
     parent = parent_of(parent);
   }
   for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
-    nodes_[*it] = Node{EntryKind::directory, {}, {}};
+    nodes_[*it] = Node{EntryKind::directory, {}, {}, 0755, false};
   }
 }
 
@@ -53,28 +74,37 @@ void InProcessSandbox::seed_file(const std::string& path, std::string content) {
   std::lock_guard lock(mutex_);
   const std::string absolute = normalize_guest_path(path);
   make_parents(absolute);
-  nodes_[absolute] = Node{EntryKind::file, std::move(content), {}};
+  nodes_[absolute] = Node{EntryKind::file, std::move(content), {}, 0644, false};
 }
 
 void InProcessSandbox::seed_directory(const std::string& path) {
   std::lock_guard lock(mutex_);
   const std::string absolute = normalize_guest_path(path);
   make_parents(absolute);
-  nodes_[absolute] = Node{EntryKind::directory, {}, {}};
+  nodes_[absolute] = Node{EntryKind::directory, {}, {}, 0755, false};
 }
 
 void InProcessSandbox::seed_symlink(const std::string& path, std::string target) {
   std::lock_guard lock(mutex_);
   const std::string absolute = normalize_guest_path(path);
   make_parents(absolute);
-  nodes_[absolute] = Node{EntryKind::symlink, {}, std::move(target)};
+  nodes_[absolute] = Node{EntryKind::symlink, {}, std::move(target), 0777, false};
 }
 
 void InProcessSandbox::seed_other(const std::string& path) {
   std::lock_guard lock(mutex_);
   const std::string absolute = normalize_guest_path(path);
   make_parents(absolute);
-  nodes_[absolute] = Node{EntryKind::other, {}, {}};
+  nodes_[absolute] = Node{EntryKind::other, {}, {}, 0644, false};
+}
+
+void InProcessSandbox::set_mode(const std::string& path, unsigned mode) {
+  std::lock_guard lock(mutex_);
+  auto found = nodes_.find(normalize_guest_path(path));
+  if (found == nodes_.end()) {
+    throw NotFound("set_mode: '" + path + "' does not exist in the in-process sandbox", path);
+  }
+  found->second.mode = mode & 07777;
 }
 
 std::optional<std::string> InProcessSandbox::contents(const std::string& path) const {
@@ -106,11 +136,12 @@ void InProcessSandbox::write_file(std::string_view path, std::string_view conten
   std::lock_guard lock(mutex_);
   const std::string absolute = confine_guest_write_path(
       [this](const std::string& p) { return lstat_kind(p); }, path, working_directory);
+  refuse_overlong(absolute);
   if (auto existing = lstat_kind(absolute); existing && *existing == EntryKind::directory) {
     throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
   }
   make_parents(absolute);
-  nodes_[absolute] = Node{EntryKind::file, std::string(content), {}};
+  nodes_[absolute] = Node{EntryKind::file, std::string(content), {}, 0644, false};
 }
 
 ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& options) {
@@ -121,7 +152,7 @@ ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& opt
   }
   if (options_.raises) std::rethrow_exception(options_.raises);
   if (options_.emulate_commands) {
-    if (auto emulated = Emulator(*this).run(command, options)) return *emulated;
+    if (auto emulated = Emulator(*this, options).run(command)) return *emulated;
   }
   ExecResult result;
   result.stdout_bytes = options_.default_stdout;
@@ -130,6 +161,14 @@ ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& opt
       result.stdout_bytes = output;
       break;
     }
+  }
+  // A scripted answer is held to a bounded exec's ceiling too.
+  if (options.max_output_bytes && result.stdout_bytes.size() > *options.max_output_bytes) {
+    if (options.overflow == OutputOverflow::refuse) {
+      throw ExecOutputLimitExceeded(*options.max_output_bytes, true);
+    }
+    result.stdout_bytes.resize(*options.max_output_bytes);
+    result.truncated = true;
   }
   return result;
 }
@@ -155,6 +194,7 @@ std::optional<SandboxEntry> InProcessSandbox::stat_file(std::string_view path,
                                                         std::string_view working_directory) {
   std::lock_guard lock(mutex_);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(absolute);
   refuse_symlinked_parents([this](const std::string& p) { return lstat_kind(p); }, absolute,
                            working_directory);
   auto kind = lstat_kind(absolute);
@@ -171,6 +211,7 @@ std::string InProcessSandbox::read_file(std::string_view path, std::string_view 
                                         std::uint64_t max_bytes) {
   std::lock_guard lock(mutex_);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(absolute);
   refuse_symlinked_parents([this](const std::string& p) { return lstat_kind(p); }, absolute,
                            working_directory);
   auto kind = lstat_kind(absolute);
@@ -198,6 +239,7 @@ std::vector<SandboxEntry> InProcessSandbox::list_dir(std::string_view path,
                                                      std::string_view working_directory) {
   std::lock_guard lock(mutex_);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(absolute);
   refuse_symlinked_parents([this](const std::string& p) { return lstat_kind(p); }, absolute,
                            working_directory, /*include_self=*/true);
   auto kind = lstat_kind(absolute);
@@ -223,6 +265,7 @@ void InProcessSandbox::remove(std::string_view path, std::string_view working_di
                               bool recursive) {
   std::lock_guard lock(mutex_);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(absolute);
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError("'" + std::string(path) +
                            "' names the working directory itself, which is never removed");

@@ -1,0 +1,188 @@
+// Conformance suites: probes that plant a hostile layout through a sandbox's public surface and
+// attack it, so every backend is held to the same reading of the protocol.
+//
+//   suite          gate          what it proves
+//   files_out      files_out     stat/read/list never follow a link (in the path, as the
+//                                target, as the working directory or one of its ancestors);
+//                                a file as a parent is NotADirectory, not an escape
+//   files_in       files_in      bytes survive, writes replace, parents are created, and no
+//                                write lands outside or through a link
+//   exec           exec          argv is never re-parsed, exit codes and the working directory
+//                                are faithful, a timeout raises Timeout in time
+//   files_delete   files_delete  a link is removed, never followed (also inside a recursive
+//                                removal); `recursive` is a word the caller says; the working
+//                                directory is refused
+//   egress         exec          an allowlist is enforced: the allowed host answers, the denied
+//                                one does not
+//
+// Gating, as the seeds require:
+//   - a suite run against a subject whose capabilities lack its gate is refused with
+//     InvalidArgument: a green run that attacked nothing is worse than no run;
+//   - a probe needing a capability *besides* the gate (files_list within files_out, exec for
+//     the race probes) is skipped, and the skip is reported with its reason;
+//   - the exec suite never skips.
+// `measure_files_delete_probes` runs the delete probes with no gate, no skips and no verdict, so
+// a mechanism can be measured before its capability is declared.
+//
+// Each probe is named as the property it proves. The reference's probes come first, in the
+// reference's order; airlock adds probes where its backends promise more (races, FIFOs, hard
+// links, NUL bytes, overlong paths, output floods, bytes that are not UTF-8) — `reference` is
+// false on those. Every probe runs even after others failed. `run_*` returns one result per
+// probe; `assert_*` also throws ConformanceFailure naming every failed probe and why.
+//
+// The exec suite may destroy the sandbox (some providers discard it on a timeout): run it last.
+// The suites write under the working directory and its sibling `<work>-outside`, and leave
+// what they planted behind; run them against a fresh sandbox.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/errors.hpp"
+#include "airlock/sandbox.hpp"
+
+namespace airlock::conformance {
+
+using namespace std::chrono_literals;
+
+// What a suite attacks: a sandbox, the working directory it is attacked under, the capabilities
+// its backend really declares, and how the guest plants things. Planting is the subject's job
+// because making links is the guest's move — a host-side shortcut could plant what a guest
+// never could, or fail to plant what it can.
+class ConformanceSubject {
+ public:
+  virtual ~ConformanceSubject() = default;
+
+  virtual Sandbox& sandbox() = 0;
+  // Absolute and normalised.
+  virtual std::string working_directory() const = 0;
+  virtual CapabilitySet capabilities() const = 0;
+  // How long one probe command may take.
+  virtual Milliseconds exec_timeout() const { return 60s; }
+
+  // Each plants at an absolute guest path, creating parents, and throws when it could not.
+  virtual void plant_file(const std::string& absolute_path, std::string_view content) = 0;
+  virtual void plant_symlink(const std::string& absolute_path, const std::string& target) = 0;
+  virtual void plant_fifo(const std::string& absolute_path) = 0;
+  // Throws PremiseImpossible when the layout makes a hard link impossible (e.g. the working
+  // directory is on another filesystem than its sibling): the probe is then skipped.
+  virtual void plant_hard_link(const std::string& absolute_path, const std::string& target) = 0;
+};
+
+// Planting a probe's premise is impossible on this subject (not merely failed): the probe that
+// needed it is skipped, with this message as the reason.
+class PremiseImpossible : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A subject for a POSIX guest: files through `write_file` (working directory = the file's own
+// directory), links and FIFOs through exec (`ln -sfn`, `ln`, `mkfifo`), run in "/" with
+// absolute paths. A non-zero exit raises SystemError with the guest's words.
+class PosixGuestSubject : public ConformanceSubject {
+ public:
+  PosixGuestSubject(Sandbox& sandbox, std::string working_directory, CapabilitySet capabilities,
+                    Milliseconds exec_timeout = 60s);
+
+  Sandbox& sandbox() override { return sandbox_; }
+  std::string working_directory() const override { return working_directory_; }
+  CapabilitySet capabilities() const override { return capabilities_; }
+  Milliseconds exec_timeout() const override { return exec_timeout_; }
+  void plant_file(const std::string& absolute_path, std::string_view content) override;
+  void plant_symlink(const std::string& absolute_path, const std::string& target) override;
+  void plant_fifo(const std::string& absolute_path) override;
+  void plant_hard_link(const std::string& absolute_path, const std::string& target) override;
+
+ private:
+  void run_planting(const std::vector<std::string>& argv, const std::string& what);
+
+  Sandbox& sandbox_;
+  std::string working_directory_;
+  CapabilitySet capabilities_;
+  Milliseconds exec_timeout_;
+};
+
+// The paths every suite shares, under one working directory.
+struct ConformancePaths {
+  std::string work;     // normpath(wd)
+  std::string outside;  // work + "-outside": a sibling sharing a string prefix
+
+  static ConformancePaths under(std::string_view working_directory);
+  // `outside/name` spelled relative to `work` ("../work-outside/name").
+  std::string beyond(std::string_view name) const;
+  std::string secret() const { return outside + "/secret.txt"; }
+  std::string nested_secret() const { return outside + "/sub/leaf.txt"; }
+  std::string inside() const { return work + "/real/inside.txt"; }
+  std::string plain() const { return work + "/plain.txt"; }
+  std::string linked_directory() const { return work + "/link-dir"; }
+  std::string under_linked_directory() const { return work + "/link-dir/sub"; }
+  std::string linked_file() const { return work + "/link-file"; }
+};
+
+// The bytes the suites plant: what must never come back, and what must.
+inline constexpr std::string_view kSecret = "the guest must not reach this\n";
+inline constexpr std::string_view kInside = "a legitimate output\n";
+inline constexpr std::uint64_t kReadCap = 1 << 20;
+
+// The files_out layout: files `inside`, `plain` ("not a directory\n"), `secret` and
+// `nested_secret`; links `link-dir → outside` and `link-file → secret`. Public so a backend's
+// own tests can check the premise (that its provider really follows links).
+ConformancePaths plant_layout(ConformanceSubject& subject);
+
+enum class ProbeOutcome { passed, failed, skipped };
+std::string_view to_string(ProbeOutcome outcome) noexcept;
+
+struct ProbeResult {
+  std::string suite;
+  std::string probe;
+  std::string why;         // the property the probe proves
+  ProbeOutcome outcome = ProbeOutcome::passed;
+  std::string detail;      // what happened instead (failed), or why it was skipped
+  double milliseconds = 0;
+  bool reference = true;   // one of the reference's probes (false: airlock's own)
+};
+
+// What a suite would run, for documentation and listings.
+struct ProbeDescription {
+  std::string suite;
+  std::string probe;
+  std::string why;
+  CapabilitySet needs;  // every capability the probe needs, the gate included
+  bool reference = true;
+};
+std::vector<ProbeDescription> describe_probes();
+
+std::vector<ProbeResult> run_files_out_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> run_files_in_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> run_exec_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> run_files_delete_conformance(ConformanceSubject& subject);
+// The subject must have been acquired with egress `allowlist` allowing `allowed_url`'s host
+// and not `denied_url`'s, and both URLs must answer 2xx when reached — the allowed probe is its
+// own positive control. Needs `curl` in the guest.
+std::vector<ProbeResult> run_egress_conformance(ConformanceSubject& subject,
+                                                const std::string& allowed_url,
+                                                const std::string& denied_url,
+                                                Milliseconds exec_timeout = 30s);
+
+// No gate, no skips, no verdict: results to read, never a ConformanceFailure.
+std::vector<ProbeResult> measure_files_delete_probes(ConformanceSubject& subject);
+
+// Each runs its suite and throws ConformanceFailure when any probe failed (skips are not
+// failures); otherwise returns the results, so callers can assert what was skipped.
+std::vector<ProbeResult> assert_files_out_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> assert_files_in_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> assert_exec_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> assert_files_delete_conformance(ConformanceSubject& subject);
+std::vector<ProbeResult> assert_egress_conformance(ConformanceSubject& subject,
+                                                   const std::string& allowed_url,
+                                                   const std::string& denied_url,
+                                                   Milliseconds exec_timeout = 30s);
+
+// Throws ConformanceFailure naming every failed result; returns `results` otherwise.
+const std::vector<ProbeResult>& assert_passed(const std::vector<ProbeResult>& results);
+
+}  // namespace airlock::conformance

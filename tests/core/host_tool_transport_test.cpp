@@ -1,0 +1,330 @@
+// Both host-tool channels, end to end with a real interpreter (on the host test double), and the
+// layout and shim rules.
+#include "airlock/host_tool_transport.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "airlock/errors.hpp"
+#include "support/host_sandbox.hpp"
+
+namespace airlock {
+namespace {
+
+using json::Json;
+using test_support::HostSandbox;
+using test_support::TempDir;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+// ---- layout ----------------------------------------------------------------------------------
+
+TEST(GuestRunLayout, TheProgramSitsBesideTheShimAndAwayFromTheWorkDirectory) {
+  const auto layout = guest_run_layout("/maf/work/abc123");
+  EXPECT_EQ(layout.work, "/maf/work/abc123/work");
+  EXPECT_EQ(layout.program, "/maf/work/abc123/host_tools/program.py");
+  EXPECT_EQ(layout.shim, "/maf/work/abc123/host_tools/airlock_host_tools.py");
+  EXPECT_EQ(layout.calls, "/maf/work/abc123/host_tools/host_tool_calls");
+}
+
+TEST(GuestRunLayout, ARunDirectoryPythonPathCannotCarryIsRefused) {
+  EXPECT_THROW(guest_run_layout("relative/run"), InvalidArgument);
+  EXPECT_THROW(guest_run_layout("/runs/2026-08-17T10:30:00Z"), InvalidArgument);
+  EXPECT_THROW(guest_run_layout("/runs\\x"), InvalidArgument);
+  EXPECT_THROW(guest_run_layout("/"), InvalidArgument);
+}
+
+TEST(GuestRunLayout, AProgramThatWouldShadowAModuleIsRefused) {
+  for (const char* name : {"json.py", "os.py", "time.pyc", "socket.py", "airlock_host_tools.py",
+                           "sitecustomize.py", "encodings.py", "io.cpython-311-x86_64-linux-gnu.so",
+                           "abc.pyd"}) {
+    EXPECT_THROW(guest_run_layout("/run", name), InvalidArgument) << name;
+  }
+  for (const char* name : {"json.backup.py", "json.txt", "program.py", "jsonish.py"}) {
+    EXPECT_NO_THROW(guest_run_layout("/run", name)) << name;
+  }
+}
+
+TEST(GuestRunLayout, TheTransportsOwnFileNamesAreRefusedAsPrograms) {
+  for (const char* name : {"run_program.sh", "program_output.txt", "program_exit_code",
+                           "program_exit_code.part", "program_pid", "program_pid.part",
+                           "program_session", "program_session.part", "host_tool_calls"}) {
+    EXPECT_THROW(guest_run_layout("/run", name), InvalidArgument) << name;
+  }
+  EXPECT_THROW(guest_run_layout("/run", "../escape.py"), InvalidArgument);
+  EXPECT_THROW(guest_run_layout("/run", ""), InvalidArgument);
+}
+
+// ---- the shim ----------------------------------------------------------------------------------
+
+TEST(HostToolShim, WrappersExistOnlyForSafeAsciiNames) {
+  const std::string shim =
+      host_tool_shim({"lookup", "class", "call", "json", "name with space", "ünï", "_private"});
+  EXPECT_NE(shim.find("def lookup(**arguments):"), std::string::npos);
+  EXPECT_NE(shim.find("def _private(**arguments):"), std::string::npos);
+  EXPECT_EQ(shim.find("def class("), std::string::npos);
+  EXPECT_EQ(shim.find("def json("), std::string::npos);
+  EXPECT_EQ(std::count(shim.begin(), shim.end(), '\n') > 10, true);
+  // The generated module compiles.
+  TempDir dir;
+  const std::string path = dir.path() + "/airlock_host_tools.py";
+  std::ofstream(path) << shim;
+  EXPECT_EQ(std::system((std::string(kPython) + " -m py_compile " + path).c_str()), 0);
+}
+
+// ---- end to end --------------------------------------------------------------------------------
+
+std::shared_ptr<HostToolRegistry> registry_of(HostToolRegistryOptions options = {}) {
+  auto registry = std::make_shared<HostToolRegistry>(std::move(options));
+  registry->register_tool(HostTool{
+      "add", "adds", {{"x", ToolParameter::Type::integer}, {"y", ToolParameter::Type::integer}},
+      [](const Json& a) { return Json(a["x"].get<int>() + a["y"].get<int>()); },
+      HostToolDeclaration(SourceIntegrity::trusted, std::nullopt, Identity::app)});
+  registry->register_tool(HostTool{
+      "explode", "raises", {},
+      [](const Json&) -> Json { throw std::runtime_error("secret detail"); },
+      HostToolDeclaration(SourceIntegrity::trusted, std::nullopt, Identity::app)});
+  registry->register_tool(HostTool{
+      "echo", "echoes", {{"text", ToolParameter::Type::string}},
+      [](const Json& a) { return a["text"]; },
+      HostToolDeclaration(SourceIntegrity::untrusted, std::nullopt, Identity::app)});
+  return registry;
+}
+
+class HostToolChannels : public ::testing::TestWithParam<HostToolChannel> {
+ protected:
+  HostToolChannels()
+      : sandbox_(GetParam() == HostToolChannel::socket ? sockets_.path() : std::string()) {}
+
+  GuestRunLayout prepare(const std::string& program, const std::vector<std::string>& names) {
+    layout_ = guest_run_layout(dir_.path() + "/run");
+    sandbox_.write_file(layout_.shim, host_tool_shim(names, 10s), "/");
+    sandbox_.write_file(layout_.program, program, "/");
+    return layout_;
+  }
+
+  HostToolRunResult run(HostToolRun& tools, Milliseconds timeout = 20s) {
+    HostToolRunOptions options;
+    options.timeout = timeout;
+    options.poll_interval = 20ms;
+    options.interpreter = kPython;
+    options.channel = GetParam();
+    return run_program_with_host_tools(sandbox_, tools, layout_, options);
+  }
+
+  TempDir dir_;
+  TempDir sockets_;
+  HostSandbox sandbox_;
+  GuestRunLayout layout_;
+};
+
+TEST_P(HostToolChannels, AProgramCallsAToolAndGetsItsValue) {
+  prepare(R"(import airlock_host_tools as tools
+print(tools.add(x=2, y=40))
+print(tools.call("echo", text="über"))
+)",
+          {"add", "echo"});
+  HostToolRun tools(registry_of());
+  const auto outcome = run(tools);
+  EXPECT_EQ(outcome.channel, GetParam());
+  EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.stdout_bytes << outcome.result.stderr_bytes;
+  EXPECT_EQ(outcome.result.stdout_bytes, "42\nüber\n");
+  EXPECT_EQ(tools.dispatched(), 2u);
+}
+
+TEST_P(HostToolChannels, RefusalsReachTheProgramAsHostToolErrorWithoutTheReason) {
+  prepare(R"(import airlock_host_tools as tools
+for name, args in [("explode", {}), ("missing", {}), ("add", {"x": "two", "y": 1})]:
+    try:
+        tools.call(name, **args)
+    except tools.HostToolError as error:
+        print(error)
+)",
+          {"add", "explode"});
+  HostToolRun tools(registry_of());
+  const auto outcome = run(tools);
+  const std::string& out = outcome.result.stdout_bytes;
+  EXPECT_NE(out.find("Error: host tool 'explode' failed — the reason is in the host's log"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("secret detail"), std::string::npos);
+  EXPECT_NE(out.find("Error: 'missing' is not a registered host tool"), std::string::npos);
+  EXPECT_NE(out.find("argument 'x' must be an integer"), std::string::npos);
+}
+
+TEST_P(HostToolChannels, TheExitCodeAndOutputOfTheProgramComeBack) {
+  prepare("import sys\nprint('partial')\nsys.stderr.write('to stderr\\n')\nsys.exit(3)\n", {});
+  HostToolRun tools(registry_of());
+  const auto outcome = run(tools);
+  EXPECT_EQ(outcome.result.exit_code, 3);
+  EXPECT_NE(outcome.result.stdout_bytes.find("partial"), std::string::npos);
+  EXPECT_NE(outcome.result.stdout_bytes.find("to stderr"), std::string::npos);
+}
+
+TEST_P(HostToolChannels, TheDispatchCapHoldsAgainstALoop) {
+  prepare(R"(import airlock_host_tools as tools
+ok = 0
+for i in range(40):
+    try:
+        tools.add(x=i, y=1)
+        ok += 1
+    except tools.HostToolError as error:
+        print(ok, error)
+        break
+)",
+          {"add"});
+  HostToolRun tools(registry_of({.max_dispatches_per_run = 5}));
+  const auto outcome = run(tools);
+  EXPECT_EQ(tools.delivered(), 5u);
+  EXPECT_EQ(tools.dispatched(), 6u);
+  EXPECT_NE(outcome.result.stdout_bytes.find("5 Error: this run's host-tool dispatch cap (5) is "
+                                             "exhausted"),
+            std::string::npos)
+      << outcome.result.stdout_bytes;
+}
+
+TEST_P(HostToolChannels, AnOverrunningProgramAndItsChildrenAreKilled) {
+  const std::string marker = dir_.path() + "/child.pid";
+  prepare("import os, subprocess, time\n"
+          "child = subprocess.Popen(['sleep', '300'])\n"
+          "open('" + marker + "', 'w').write(str(child.pid))\n"
+          "print('started', flush=True)\n"
+          "time.sleep(300)\n",
+          {});
+  HostToolRun tools(registry_of());
+  try {
+    run(tools, 1500ms);
+    FAIL() << "the run did not time out";
+  } catch (const ProgramTimeout& timeout) {
+    EXPECT_EQ(timeout.signal(), SignalOutcome::sent) << timeout.message();
+    EXPECT_EQ(timeout.reach(), SignalReach::group) << timeout.message();
+    EXPECT_NE(timeout.output().find("started"), std::string::npos);
+  }
+  std::string child;
+  std::ifstream(marker) >> child;
+  ASSERT_FALSE(child.empty());
+  // The child was in the program's group: it must be gone (allow the kernel a moment to reap).
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    gone = ::kill(std::stoi(child), 0) != 0 ||
+           [&] {
+             std::ifstream stat("/proc/" + child + "/stat");
+             std::string pid, comm, state;
+             stat >> pid >> comm >> state;
+             return state == "Z";
+           }();
+    if (!gone) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(gone) << "a child of the timed-out program survived";
+}
+
+TEST_P(HostToolChannels, TheTransportFilesGoAndTheWorkDirectoryStays) {
+  prepare("open('artifact.txt', 'w').write('kept')\n", {});
+  HostToolRun tools(registry_of());
+  run(tools);
+  EXPECT_FALSE(fs::exists(dir_.path() + "/run/host_tools")) << "the transport outlived the call";
+  EXPECT_TRUE(fs::exists(layout_.work + "/artifact.txt"));
+  EXPECT_TRUE(reclaim_run(sandbox_, layout_));
+  EXPECT_FALSE(fs::exists(dir_.path() + "/run"));
+}
+
+INSTANTIATE_TEST_SUITE_P(BothChannels, HostToolChannels,
+                         ::testing::Values(HostToolChannel::files, HostToolChannel::socket),
+                         [](const auto& param_info) { return std::string(to_string(param_info.param)); });
+
+// ---- the files protocol, attacked by a guest that skips the shim -------------------------------
+
+class FilesProtocol : public ::testing::Test {
+ protected:
+  ExecResult run_program(const std::string& program, HostToolRegistryOptions options = {}) {
+    layout_ = guest_run_layout(dir_.path() + "/run");
+    sandbox_.write_file(layout_.program, program, "/");
+    HostToolRun tools(registry_of(std::move(options)));
+    HostToolRunOptions run_options;
+    run_options.timeout = 20s;
+    run_options.poll_interval = 20ms;
+    run_options.interpreter = kPython;
+    run_options.channel = HostToolChannel::files;
+    return run_program_with_host_tools(sandbox_, tools, layout_, run_options).result;
+  }
+
+  TempDir dir_;
+  HostSandbox sandbox_;
+  GuestRunLayout layout_;
+};
+
+// A helper the guest programs below share: write a request file, wait for the answer.
+const std::string kRawClient = R"(import json, os, time
+calls = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host_tool_calls")
+os.makedirs(calls, exist_ok=True)
+def raw(ident, body):
+    part = os.path.join(calls, ident + ".request.json.part")
+    with open(part, "wb") as f:
+        f.write(body)
+    os.rename(part, os.path.join(calls, ident + ".request.json"))
+def answer(ident):
+    path = os.path.join(calls, ident + ".response.json")
+    for _ in range(400):
+        try:
+            return json.load(open(path))
+        except (OSError, ValueError):
+            time.sleep(0.02)
+    return None
+)";
+
+TEST_F(FilesProtocol, AGuestWritingRequestFilesItselfIsServedIdentically) {
+  const auto result = run_program(kRawClient + R"(
+raw("0001", json.dumps({"id": "0001", "name": "add", "arguments": {"x": 1, "y": 2}}).encode())
+print(answer("0001"))
+)");
+  EXPECT_NE(result.stdout_bytes.find("{'value': 3}"), std::string::npos) << result.stdout_bytes;
+}
+
+TEST_F(FilesProtocol, InvalidJsonIsRefusedAndTheRunGoesOn) {
+  const auto result = run_program(kRawClient + R"(
+raw("0001", b"{not json")
+print(answer("0001"))
+raw("0002", b"[1, 2]")
+print(answer("0002"))
+raw("0003", b"\xff\xfe")
+print(answer("0003"))
+raw("0004", json.dumps({"id": "0004", "name": "add", "arguments": {"x": 2, "y": 2}}).encode())
+print(answer("0004"))
+)");
+  EXPECT_NE(result.stdout_bytes.find("this host-tool request is not valid JSON"), std::string::npos)
+      << result.stdout_bytes;
+  EXPECT_NE(result.stdout_bytes.find("a host-tool request must be a JSON object"),
+            std::string::npos);
+  EXPECT_NE(result.stdout_bytes.find("{'value': 4}"), std::string::npos);
+}
+
+TEST_F(FilesProtocol, ARequestLargerThanTheCapIsRefusedUnread) {
+  const auto result = run_program(kRawClient + R"(
+raw("0001", json.dumps({"id": "0001", "name": "echo", "arguments": {"text": "x" * 5000}}).encode())
+print(answer("0001"))
+)",
+                                  {.response_limits = {1024, 1 << 20, 16}});
+  EXPECT_NE(result.stdout_bytes.find("larger than the host will read"), std::string::npos)
+      << result.stdout_bytes;
+}
+
+TEST_F(FilesProtocol, AnAbandonedClaimIsSkippedWithoutADispatch) {
+  const auto result = run_program(kRawClient + R"(
+raw("0001", json.dumps({"id": "0001", "abandoned": True}).encode())
+raw("0002", json.dumps({"id": "0002", "name": "add", "arguments": {"x": 5, "y": 5}}).encode())
+print(answer("0002"))
+print(os.path.exists(os.path.join(calls, "0001.response.json")))
+)");
+  EXPECT_NE(result.stdout_bytes.find("{'value': 10}\nFalse"), std::string::npos)
+      << result.stdout_bytes;
+}
+
+}  // namespace
+}  // namespace airlock
