@@ -18,7 +18,7 @@
 //     (the spec's `resources` win over the configuration), optionally a read-only root;
 //   - no bind mount of any host path and never the engine's socket.
 //
-// File plane: the archive endpoints. A write is a tar PUT to the deepest existing ancestor
+// File plane over the archive endpoints (or the host plane; see `file_plane`). A write is a tar PUT to the deepest existing ancestor
 // (missing parents travel as directory entries of the same tar); stat is the engine's no-follow
 // path stat (X-Docker-Container-Path-Stat); a read refuses links, non-regular entries and
 // anything larger than `max_bytes` from the response's stat and tar header before its body is
@@ -26,15 +26,17 @@
 // never follows a link). Every path method runs the shared confinement walk of paths.hpp first.
 //
 // Hazards a host should know:
-//   - A timed-out, cancelled, or output-refused exec REMOVES the container: the Engine API has
-//     no way to kill one exec's process tree, and removal is the one stop that is certain. The
-//     error's kill_confirmed says whether the removal was confirmed. The next acquire creates a
-//     fresh sandbox.
-//   - The walk and the operation are separate requests, so a guest that swaps a checked
-//     directory for a link between them wins the race (the seeds' stated residual). Everything
-//     the engine resolves stays inside the container's root either way.
-//   - Hard links are invisible to the archive stat: a hard link in the work dir reads as a
-//     regular file (it can only name a file the guest could already read).
+//   - A timed-out, cancelled, or output-refused exec RESTARTS the container: the Engine API has
+//     no way to kill one exec's process tree, and a restart kills every process in the
+//     container's pid namespace — certain, and the files survive. That includes the commands of
+//     other calls running in the same sandbox at that moment, and background programs. The
+//     error's kill_confirmed says whether it was confirmed (the container is removed when a
+//     restart fails).
+//   - File operations take the host plane when the engine is local (see `file_plane`): race-free
+//     resolution with openat2 on the container's root. Over the archive endpoints (remote
+//     engines, gVisor), the walk and the operation are separate requests, so a guest that swaps
+//     a checked directory for a link between them wins the race (the seeds' stated residual);
+//     what the engine resolves stays inside the container's root either way.
 #pragma once
 
 #include <chrono>
@@ -98,6 +100,19 @@ struct DockerConfig {
   // Test-only weakening, passed to the proxy: CIDR ranges of non-global addresses it may reach.
   std::vector<std::string> proxy_allow_nonglobal_for_tests;
   std::vector<std::uint16_t> proxy_allowed_ports;  // empty: the proxy's default (443)
+
+  // Where stat, read, write, listing and removal act:
+  //   "auto"    the host plane when it applies (see below), the archive endpoints otherwise;
+  //   "host"    the host plane or a BackendError saying why it does not apply;
+  //   "archive" the Engine API's archive endpoints (and an exec of rm for removal) always.
+  // The host plane reaches the container's root from this host through its init's
+  // /proc/<pid>/root with openat2(RESOLVE_NO_SYMLINKS): one kernel resolution per operation, so
+  // a guest racing a link into a checked path gets a refusal. It applies to a local engine whose
+  // containers run in this pid and user namespace under a runc-family runtime. The archive
+  // endpoints resolve each request afresh, so a guest that swaps a checked directory for a link
+  // between the walk and the operation wins (the seeds' stated residual), and a hard link
+  // reads as the regular file it names.
+  std::string file_plane = "auto";
 
   // The backend's own ceiling on one exec's output when the caller sets none; past it the exec
   // is refused (ExecOutputLimitExceeded), never buffered without bound.

@@ -109,6 +109,8 @@ std::optional<ContainerInfo> inspect_container(EngineClient& client,
   if (info.name.starts_with("/")) info.name.erase(0, 1);
   if (parsed.contains("State") && parsed["State"].is_object()) {
     info.running = parsed["State"].value("Running", false);
+    info.paused = parsed["State"].value("Paused", false);
+    info.pid = parsed["State"].value("Pid", 0);
     info.state = parsed["State"].value("Status", "");
   }
   if (parsed.contains("Config") && parsed["Config"].is_object() &&
@@ -117,6 +119,9 @@ std::optional<ContainerInfo> inspect_container(EngineClient& client,
   }
   if (parsed.contains("Created") && parsed["Created"].is_string()) {
     info.created_at = parse_rfc3339(parsed["Created"].get<std::string>());
+  }
+  if (parsed.contains("HostConfig") && parsed["HostConfig"].is_object()) {
+    info.runtime = parsed["HostConfig"].value("Runtime", "");
   }
   return info;
 }

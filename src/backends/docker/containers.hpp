@@ -23,6 +23,9 @@ struct ContainerInfo {
   std::string id;
   std::string name;  // without the leading '/'
   bool running = false;
+  bool paused = false;   // inspect only
+  int pid = 0;           // inspect only: the init's pid in the engine's pid namespace
+  std::string runtime;   // inspect only
   std::string state;  // the engine's word ("running", "exited", …)
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point created_at{};

@@ -1,5 +1,6 @@
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "airlock/backends/docker.hpp"
 #include "airlock/encoding.hpp"
@@ -119,7 +120,9 @@ DockerBackend::DockerBackend(DockerConfig config) : state_(std::make_unique<Stat
   TlsSettings tls{config.tls_ca_file, config.tls_cert_file, config.tls_key_file, config.tls_verify};
   auto client = std::make_shared<EngineClient>(std::move(endpoint), std::move(tls),
                                                config.api_version_max, config.request_timeout);
-  state_->engine = std::make_shared<EngineContext>(EngineContext{std::move(config), client});
+  state_->engine = std::make_shared<EngineContext>();
+  state_->engine->config = std::move(config);
+  state_->engine->client = std::move(client);
 }
 
 DockerBackend::~DockerBackend() = default;
@@ -226,6 +229,10 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   std::string id;
   if (existing) {
     id = existing->id;
+    if (existing->paused) {
+      // Frozen by a file operation whose process died before it could thaw it.
+      client.call("POST", "/containers/" + id + "/unpause");
+    }
     if (!existing->running) {
       try {
         start_container(client, id);
@@ -256,8 +263,13 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       request.runtime = config.runtime;
       auto created = create_container(client, request);
       if (!created) {
-        // Another process created it between our look and our create: adopt theirs.
+        // Another process created it between our look and our create: adopt theirs. The engine
+        // reserves a name before the container can be looked up by it, so look a little while.
         auto adopted = inspect_container(client, name);
+        for (int attempt = 0; !adopted && attempt < 100; ++attempt) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          adopted = inspect_container(client, name);
+        }
         if (!adopted || !labelled_for(*adopted, labels)) {
           throw BackendError("the sandbox's container name is taken by a container not made for it",
                              "container " + name);

@@ -7,6 +7,7 @@
 #include "backends/docker/containers.hpp"
 #include "backends/docker/engine_streams.hpp"
 #include "backends/docker/exec_session.hpp"
+#include "backends/docker/host_plane.hpp"
 #include "backends/docker/tar_io.hpp"
 
 namespace airlock::docker {
@@ -41,10 +42,31 @@ bool mentions(const std::string& text, std::string_view needle) {
   if (mentions(words, "not a directory")) {
     throw NotADirectory("a parent of " + absolute + " is not a directory", absolute);
   }
+  if (mentions(words, "name too long")) {
+    throw SystemError("a name in " + absolute.substr(0, 256) + " is too long", ENAMETOOLONG,
+                      absolute.substr(0, 256));
+  }
   if (mentions(words, "ermission denied")) {
     throw SystemError("permission denied for " + absolute, EACCES, absolute);
   }
   EngineClient::fail(message, method, path, response);
+}
+
+// Refused before the engine is asked: a component over NAME_MAX or a path over PATH_MAX.
+void refuse_overlong(std::string_view path, const std::string& absolute) {
+  std::size_t component = 0;
+  for (char c : absolute) {
+    component = c == '/' ? 0 : component + 1;
+    if (component > 255) {
+      throw SystemError("a component of '" + std::string(path).substr(0, 64) +
+                            "…' is longer than 255 bytes",
+                        ENAMETOOLONG, absolute.substr(0, 256));
+    }
+  }
+  if (absolute.size() >= 4096) {
+    throw SystemError("'" + std::string(path).substr(0, 64) + "…' is longer than 4095 bytes",
+                      ENAMETOOLONG, absolute.substr(0, 256));
+  }
 }
 
 [[noreturn]] void refuse_link(std::string_view path, const std::string& absolute) {
@@ -83,7 +105,45 @@ std::string DockerSandbox::archive_path(const std::string& absolute) const {
 }
 
 bool DockerSandbox::force_stop() noexcept {
+  try {
+    // t=0: SIGKILL to PID 1 at once, which ends every process in the container's pid namespace;
+    // then the keeper starts again and the files are still there.
+    const EngineResponse response = engine_->client->call(
+        "POST", "/containers/" + identity_.container_id + "/restart?t=0");
+    if (response.status == 204) return true;
+  } catch (...) {
+  }
   return remove_container(*engine_->client, identity_.container_id);
+}
+
+std::shared_ptr<const HostRoot> DockerSandbox::host_root() {
+  const std::string& plane = engine_->config.file_plane;
+  if (plane == "archive") return nullptr;
+  std::lock_guard guard(plane_mutex_);
+  if (host_root_ && host_root_->alive()) return host_root_;
+  host_root_.reset();
+  std::string why = host_plane_refusal_;
+  if (why.empty()) {
+    if (!engine_->client->endpoint().unix_socket) {
+      why = "the engine is reached over TCP, not on this host";
+      host_plane_refusal_ = why;
+    } else if (const auto info = inspect_container(*engine_->client, identity_.container_id);
+               !info) {
+      why = "the sandbox's container no longer exists";
+    } else if (!info->running || info->pid <= 0) {
+      why = "the sandbox's container is not running";
+    } else if (auto root = HostRoot::attach(identity_.container_id, info->pid, info->runtime,
+                                            why)) {
+      host_root_ = std::make_shared<const HostRoot>(std::move(*root));
+      return host_root_;
+    } else {
+      host_plane_refusal_ = why;  // the container's own shape: it will not change
+    }
+  }
+  if (plane == "host") {
+    throw BackendError("the host file plane does not apply to this sandbox", why);
+  }
+  return nullptr;
 }
 
 std::optional<PathStat> DockerSandbox::stat_path(const std::string& absolute) {
@@ -112,6 +172,16 @@ void DockerSandbox::write_file(std::string_view path, std::string_view content,
   if (content.size() > ceiling) {
     throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path), ceiling,
                               content.size());
+  }
+  const std::string confined = confine_guest_path(path, working_directory);
+  refuse_overlong(path, confined);
+  if (const auto root = host_root()) {
+    if (confined == normalize_guest_path(working_directory)) {
+      throw ConfinementError("'" + std::string(path) +
+                             "' names the working directory itself; a write needs a file path");
+    }
+    host_plane::write(root->fd(), confined, path, content);
+    return;
   }
   Walk walk(*this);
   const std::string absolute = confine_guest_write_path(walk.stat(), path, working_directory);
@@ -160,8 +230,10 @@ void DockerSandbox::write_file(std::string_view path, std::string_view content,
 
 std::optional<SandboxEntry> DockerSandbox::stat_file(std::string_view path,
                                                      std::string_view working_directory) {
-  Walk walk(*this);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
+  if (const auto root = host_root()) return host_plane::stat(root->fd(), absolute, working_directory);
+  Walk walk(*this);
   refuse_symlinked_parents(walk.stat(), absolute, working_directory);
   const auto& leaf = walk.at(absolute);
   if (!leaf) return std::nullopt;
@@ -174,8 +246,10 @@ std::optional<SandboxEntry> DockerSandbox::stat_file(std::string_view path,
 
 std::string DockerSandbox::read_file(std::string_view path, std::string_view working_directory,
                                      std::uint64_t max_bytes) {
-  Walk walk(*this);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
+  if (const auto root = host_root()) return host_plane::read(root->fd(), absolute, path, max_bytes);
+  Walk walk(*this);
   refuse_symlinked_parents(walk.stat(), absolute, working_directory);
 
   const std::string request = archive_path(absolute);
@@ -234,8 +308,10 @@ std::string DockerSandbox::read_file(std::string_view path, std::string_view wor
 
 std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
                                                   std::string_view working_directory) {
-  Walk walk(*this);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
+  if (const auto root = host_root()) return host_plane::list(root->fd(), absolute, working_directory);
+  Walk walk(*this);
   refuse_symlinked_parents(walk.stat(), absolute, working_directory, /*include_self=*/true);
   const auto& self = walk.at(absolute);
   if (!self) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
@@ -304,27 +380,48 @@ std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
 
 void DockerSandbox::remove(std::string_view path, std::string_view working_directory,
                            bool recursive) {
-  Walk walk(*this);
   const std::string absolute = confine_guest_path(path, working_directory);
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError("'" + std::string(path) +
                            "' names the working directory itself, which is never removed");
   }
-  refuse_symlinked_parents(walk.stat(), absolute, working_directory);
-  const auto& leaf = walk.at(absolute);
-  if (!leaf) return;  // already gone is success
-  if (leaf->kind == EntryKind::directory && !recursive) {
-    throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
-                      EISDIR, absolute);
+  refuse_overlong(path, absolute);
+  if (const auto root = host_root()) {
+    host_plane::remove(root->fd(), absolute, path, recursive);
+    return;
   }
-  // rm never follows a link: a link is unlinked, and -r does not descend through one.
+  {
+    Walk walk(*this);
+    refuse_symlinked_parents(walk.stat(), absolute, working_directory);
+    const auto& leaf = walk.at(absolute);
+    if (!leaf) return;  // already gone is success
+    if (leaf->kind == EntryKind::directory && !recursive) {
+      throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
+                        EISDIR, absolute);
+    }
+  }
+  // The removal runs in the guest, from inside the parent: `cd -P` then `pwd -P` proves that no
+  // link led there (a parent swapped for a link since the walk shows up as another physical
+  // path), and from then on the shell's working directory pins the real directory whatever the
+  // guest renames. rm never follows a link: a link is unlinked, and -r does not descend one.
+  static constexpr const char* kScript =
+      "cd -P -- \"$1\" 2>/dev/null || exit 0\n"
+      "[ \"$(pwd -P)\" = \"$1\" ] || exit 86\n"
+      "[ -e \"./$2\" ] || [ -L \"./$2\" ] || exit 0\n"
+      "exec rm $3 -- \"./$2\"\n";
+  const std::string parent = parent_of(absolute);
+  const std::string name = absolute.substr(absolute.rfind('/') + 1);
   ExecOptions options;
   options.working_directory = "/";
   options.timeout = engine_->client->request_timeout();
   options.max_output_bytes = 64u << 10;
   options.overflow = OutputOverflow::truncate;
-  const ExecResult result =
-      exec(Command::argv({"rm", recursive ? "-rf" : "-f", "--", absolute}), options);
+  const ExecResult result = exec(
+      Command::argv({"sh", "-c", kScript, "airlock-remove", parent, name, recursive ? "-rf" : "-f"}),
+      options);
+  if (result.exit_code == 86) {
+    throw ConfinementError("'" + std::string(path) + "' passes through a link");
+  }
   if (result.exit_code != 0) {
     throw SystemError("the sandbox refused to remove '" + std::string(path) +
                           "': " + result.stderr_text().substr(0, 200),

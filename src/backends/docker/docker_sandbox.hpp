@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 
 #include "airlock/sandbox.hpp"
 #include "backends/docker/engine_context.hpp"
+#include "backends/docker/host_plane.hpp"
 #include "backends/docker/path_stat.hpp"
 
 namespace airlock::docker {
@@ -52,12 +54,18 @@ class DockerSandbox final : public Sandbox {
   // A memoising GuestStat for one call's walk, so the walk and the operation that follows it
   // ask the engine once per component.
   class Walk;
+  // The host plane's root when it applies (see DockerConfig::file_plane), else nullptr.
+  std::shared_ptr<const HostRoot> host_root();
   std::string archive_path(const std::string& absolute) const;
-  // Remove the container: the one certain stop for a command. Never throws.
+  // Kill every process in the container by restarting it (the files survive); removal when a
+  // restart fails. The one stop that is certain through the Engine API. Never throws.
   bool force_stop() noexcept;
 
   std::shared_ptr<EngineContext> engine_;
   SandboxIdentity identity_;
+  std::mutex plane_mutex_;
+  std::shared_ptr<const HostRoot> host_root_;
+  std::string host_plane_refusal_;  // why the host plane does not apply, once known for good
 };
 
 }  // namespace airlock::docker

@@ -68,16 +68,26 @@ std::string create_exec(EngineClient& client, const std::string& container_id,
   }
   const std::string text = body.dump();
   const std::string path = "/containers/" + container_id + "/exec";
-  CallOptions call;
-  call.body = text;
-  call.timeout = std::clamp(left_until(deadline), std::chrono::milliseconds(1),
-                            client.request_timeout());
+  // A container can be briefly unable to take an exec: restarting after another call's forced
+  // stop, or paused by someone. Wait for the first (bounded); lift the second.
+  const auto patience = std::min(deadline, Clock::now() + std::chrono::seconds(10));
   EngineResponse response;
-  try {
-    response = client.call("POST", path, call);
-  } catch (const BackendError&) {
-    if (Clock::now() >= deadline) throw Timeout("the command could not be started in time");
-    throw;
+  while (true) {
+    CallOptions call;
+    call.body = text;
+    call.timeout = std::clamp(left_until(deadline), std::chrono::milliseconds(1),
+                              client.request_timeout());
+    try {
+      response = client.call("POST", path, call);
+    } catch (const BackendError&) {
+      if (Clock::now() >= deadline) throw Timeout("the command could not be started in time");
+      throw;
+    }
+    if (response.status != 409 || Clock::now() >= patience) break;
+    if (response.engine_message().find("paused") != std::string::npos) {
+      client.call("POST", "/containers/" + container_id + "/unpause");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (response.status == 404) {
     EngineClient::fail("the sandbox's container no longer exists", "POST", path, response);
@@ -130,7 +140,6 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
         "stdin over a TLS connection to the engine is not supported: the engine learns that "
         "stdin ended only from a half-closed connection");
   }
-  const std::string exec_id = create_exec(client, container_id, command, options, deadline);
 
   Collected collected;
   collected.limit = options.max_output_bytes.value_or(backend_ceiling);
@@ -138,22 +147,23 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
       options.max_output_bytes.has_value() && options.overflow == OutputOverflow::truncate;
 
   std::optional<HijackedConnection> connection;
-  // The attach is closed before the container is removed: an engine may hold the removal until
-  // the attached client lets go of the stream (Podman does).
+  // The attach is closed before the stop: an engine may hold a stop until the attached client
+  // lets go of the stream (Podman does).
   const auto stop_now = [&] {
     connection.reset();
     return force_stop();
   };
   const auto timed_out = [&](const std::string& why) -> Timeout {
     const bool confirmed = stop_now();
-    return Timeout(why + (confirmed ? "; the sandbox was removed to stop it"
-                                    : "; removing the sandbox to stop it was not confirmed"),
+    return Timeout(why + (confirmed ? "; every process in the sandbox was killed to stop it"
+                                    : "; stopping it was not confirmed"),
                    confirmed, collected.out, collected.err);
   };
   const auto expired_message = [&] {
     return "the command did not finish within " + std::to_string(options.timeout.count()) + " ms";
   };
 
+  const std::string exec_id = create_exec(client, container_id, command, options, deadline);
   try {
     connection.emplace(client, "POST", client.versioned("/exec/" + exec_id + "/start"),
                        R"({"Detach":false,"Tty":false})", deadline);

@@ -1,7 +1,7 @@
 // One Engine API exec: create, attach (hijacked, demultiplexed), bounded as it streams, then the
 // exit code. The Engine API cannot kill one exec's process tree, so every forced end — the
-// caller's timeout, a cancellation, an output refusal — goes through `force_stop`, which removes
-// the container (the one stop that is certain) and says whether that was confirmed.
+// caller's timeout, a cancellation, an output refusal — goes through `force_stop`, which stops
+// the whole container's processes (see DockerSandbox) and says whether that was confirmed.
 #pragma once
 
 #include <cstdint>

@@ -19,7 +19,7 @@ constexpr const char* kKnownKeys =
     "pids_limit, memory, cpus, read_only_rootfs, init, env, runtime, run_code_interpreter, "
     "proxy_image, proxy_outbound_network, proxy_ready_timeout_seconds, "
     "proxy_allow_nonglobal_for_tests, proxy_allowed_ports, max_exec_output_bytes, "
-    "list_max_archive_bytes";
+    "list_max_archive_bytes, file_plane";
 
 std::string string_value(const json& value, const std::string& path) {
   if (!value.is_string()) throw InvalidArgument(path + ": expected a string", path);
@@ -156,6 +156,13 @@ DockerConfig parse_docker_config(const json& config, std::string_view where) {
       }
     } else if (key == "max_exec_output_bytes") {
       out.max_exec_output_bytes = bytes_value(value, path);
+    } else if (key == "file_plane") {
+      out.file_plane = string_value(value, path);
+      if (out.file_plane != "auto" && out.file_plane != "host" && out.file_plane != "archive") {
+        throw InvalidArgument(path + ": \"" + out.file_plane +
+                                  "\" is not a file plane (allowed: auto, host, archive)",
+                              path);
+      }
     } else if (key == "list_max_archive_bytes") {
       out.list_max_archive_bytes = bytes_value(value, path);
     } else {

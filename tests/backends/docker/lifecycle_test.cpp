@@ -312,6 +312,15 @@ TEST_F(EngineTest, RunCodeRunsPythonFromStdin) {
   EXPECT_EQ(result.exit_code, 3);
 }
 
+TEST_F(EngineTest, TheHostPlaneAppliesToALocalEngine) {
+  // The tests' engine runs on this host: the race-free plane must be the one "auto" picks.
+  DockerConfig config = test_config();
+  config.file_plane = "host";
+  auto sandbox = make_backend(config)->acquire(key(), spec("host-plane"));
+  sandbox->write_file("probe.txt", "via the host", kWork);
+  EXPECT_EQ(sh(*sandbox, "cat /srv/work/probe.txt").stdout_bytes, "via the host");
+}
+
 TEST_F(EngineTest, RunCodeIsNotSupportedUnlessConfigured) {
   auto sandbox = acquire();
   EXPECT_FALSE(backend_->capabilities()->contains(Capability::run_code));
