@@ -132,7 +132,12 @@ std::optional<std::string> create_container(EngineClient& client, const Containe
   CallOptions options;
   options.body = body;
   const EngineResponse response = client.call("POST", path, options);
-  if (response.status == 409) return std::nullopt;
+  // Docker answers a taken name with 409; Podman with 500 and these words.
+  if (response.status == 409 ||
+      (response.status == 500 &&
+       response.engine_message().find("already in use") != std::string::npos)) {
+    return std::nullopt;
+  }
   if (response.status == 404) {
     EngineClient::fail("the sandbox image is not available to the container engine", "POST", path,
                        response);

@@ -21,6 +21,9 @@ const std::set<std::string> kArchiveResiduals = {
     "a-write-raced-through-a-linked-parent-never-lands-outside",
     "a-hard-link-to-a-file-outside-is-never-read",
 };
+// Podman's archive stat also follows a final link (keeping only its mode bit), so a dangling
+// link answers 404 there.
+const std::set<std::string> kPodmanArchiveResiduals = {"a-dangling-link-is-named-a-link"};
 
 using Suite = std::function<std::vector<ProbeResult>(ConformanceSubject&)>;
 
@@ -34,13 +37,17 @@ class ConformanceTest : public EngineTest, public ::testing::WithParamInterface<
     PosixGuestSubject subject(*sandbox, kWork, *backend->capabilities());
     subject.plant_file(std::string(kWork) + "/.probe-cwd", "");
     const auto results = suite(subject);
+    const bool podman =
+        client_->call_unversioned("GET", "/_ping").header("libpod-api-version").has_value();
     EXPECT_FALSE(results.empty());
     for (const auto& result : results) {
       const std::string label = GetParam() + " " + name + "/" + result.probe;
       if (result.outcome == ProbeOutcome::skipped) {
         std::cout << "  skipped " << label << ": " << result.detail << "\n";
       } else if (result.outcome == ProbeOutcome::failed) {
-        if (GetParam() == "archive" && kArchiveResiduals.contains(result.probe)) {
+        if (GetParam() == "archive" &&
+            (kArchiveResiduals.contains(result.probe) ||
+             (podman && kPodmanArchiveResiduals.contains(result.probe)))) {
           std::cout << "  residual " << label << ": " << result.detail << "\n";
         } else {
           ADD_FAILURE() << label << " (" << result.why << "): " << result.detail;
