@@ -1,5 +1,7 @@
-# The docker backend against a private dockerd, then against Podman's Docker-compatible service.
-# Each engine is started here and stopped on the way out, whatever happened in between.
+# The docker backend against a private dockerd, then against Podman's Docker-compatible service:
+# the engine tests (attacks on both file planes, exec bounds and stops, lifecycle, cross-process
+# purge, every conformance suite) and `airlock conformance --backend docker`. Each engine is
+# started here and stopped on the way out, whatever happened in between.
 set -euo pipefail
 cd "$AIRLOCK_SOURCE_DIR"
 build="$AIRLOCK_BUILD_DIR"
@@ -19,30 +21,35 @@ cleanup() {
 }
 trap cleanup EXIT
 
-engine_tests() {  # $1: which engine, for the log
-  echo "--- docker backend tests against $1 ($DOCKER_HOST)"
-  ctest --test-dir "$build" -L engine --output-on-failure --timeout 300 -j2
-}
-
 conformance() {  # $1: which engine
   if ! "$airlock" conformance --help >/dev/null 2>&1; then
-    echo "SKIPPED: conformance against $1: the tree has no \`airlock conformance\` yet"
+    echo "SKIPPED: \`airlock conformance\` against $1: the CLI has no conformance command yet" \
+      "(the suites still ran above, inside docker_engine_tests)"
     return 0
   fi
   local config
   config=$(mktemp)
   printf '{"docker": {"default_image": "airlock-test/busybox:latest", "pull_missing_images": false}}\n' >"$config"
   echo "--- airlock conformance --backend docker against $1"
-  "$airlock" conformance --backend docker --backend-config "$config"
+  local status=0
+  "$airlock" conformance --backend docker --backend-config "$config" || status=$?
   rm -f "$config"
+  return "$status"
 }
 
+started=$(date +%s)
 # shellcheck disable=SC2046
 export $(scripts/engines/dockerd start)
-engine_tests dockerd
+echo "--- dockerd up in $(( $(date +%s) - started ))s at $DOCKER_HOST"
+ctest --test-dir "$build" -L engine --output-on-failure --timeout 600 -j2
 conformance dockerd
 scripts/engines/dockerd stop
 
+started=$(date +%s)
+# shellcheck disable=SC2046
 export $(scripts/engines/podman start)
-engine_tests podman
+echo "--- podman service up in $(( $(date +%s) - started ))s at $DOCKER_HOST"
+# Against Podman: the conformance suites on both planes and the lifecycle and exec attacks; the
+# per-plane file attacks ran against dockerd and do not depend on the engine's API.
+ctest --test-dir "$build" -L engine -E 'Planes/FilesTest' --output-on-failure --timeout 600 -j2
 conformance podman
