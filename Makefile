@@ -40,7 +40,7 @@ test-asan:
 
 test-tsan:
 	@$(MAKE) --no-print-directory PRESET=tsan build
-	@ctest --preset tsan --output-on-failure -L concurrency
+	@ctest --preset tsan --output-on-failure -L "concurrency|outputs"
 
 bench: build
 	@$(AIRLOCK) bench

@@ -139,11 +139,12 @@ std::string_view to_string(ProbeOutcome outcome) noexcept;
 struct ProbeResult {
   std::string suite;
   std::string probe;
-  std::string why;         // the property the probe proves
+  std::string why;  // the property the probe proves
   ProbeOutcome outcome = ProbeOutcome::passed;
-  std::string detail;      // what happened instead (failed), or why it was skipped
+  std::string detail;  // what happened instead (failed), or why it was skipped
+  std::string note;    // evidence a probe records, e.g. how many attacks met how many flips
   double milliseconds = 0;
-  bool reference = true;   // one of the reference's probes (false: airlock's own)
+  bool reference = true;  // one of the reference's probes (false: airlock's own)
 };
 
 // What a suite would run, for documentation and listings.

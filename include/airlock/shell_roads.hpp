@@ -53,8 +53,8 @@
 
 namespace airlock {
 
-inline constexpr std::array<std::string_view, 6> kShellUtilities = {"sh",     "mkdir", "mv",
-                                                                    "rm",     "base64", "wc"};
+inline constexpr std::array<std::string_view, 6> kShellUtilities = {"sh", "mkdir",  "mv",
+                                                                    "rm", "base64", "wc"};
 
 struct ShellRoadOptions {
   // Raw bytes per write command; 48 KiB is 64 KiB of base64, well under Linux's 128 KiB limit

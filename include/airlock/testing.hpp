@@ -24,7 +24,8 @@
 // the caller's timeout; `sleep` honours the timeout and raises Timeout; the output ceiling of a
 // bounded exec is enforced. A command line using anything else is not run at all: it is answered
 // from the scripted `outputs` (a marker matched as a substring of the POSIX-quoted command line),
-// or `default_stdout` with exit code 0 — recorded either way.
+// or `default_stdout` with exit code 0 (or exit 127, "not found", with
+// `unemulated_not_found`) — recorded either way.
 #pragma once
 
 #include <chrono>
@@ -60,6 +61,11 @@ struct InProcessSandboxOptions {
   std::string instance_id = "in-process-1";
   // Emulate the POSIX vocabulary above (on by default); off = purely scripted answers.
   bool emulate_commands = true;
+  // What a command the emulator does not run gets when no scripted marker matches it: false
+  // (default) — `default_stdout` with exit code 0, a scripted fixture; true — exit 127 and
+  // "not found" on stderr, as in a guest that lacks the command (what a conformance run needs:
+  // a probe's command that silently "succeeds" could make its attack a no-op).
+  bool unemulated_not_found = false;
 };
 
 class InProcessSandbox : public Sandbox {

@@ -35,9 +35,13 @@ SandboxSpec load_spec(const std::string& path) {
 }
 
 std::unique_ptr<SandboxRouter> RouterFlags::build(const std::string& default_backend) const {
-  json::Json config = json::Json::object();
-  if (!config_file.empty()) config = load_json_file(config_file, "config");
-  if (!backends.empty() || !config.contains("backends")) {
+  return make_router(config(default_backend), "config");
+}
+
+json::Json RouterFlags::config(const std::string& default_backend) const {
+  json::Json document = json::Json::object();
+  if (!config_file.empty()) document = load_json_file(config_file, "config");
+  if (!backends.empty() || !document.contains("backends")) {
     json::Json settings = json::Json::object();
     if (!backend_config_file.empty()) {
       settings = load_json_file(backend_config_file, "backend-config");
@@ -54,12 +58,12 @@ std::unique_ptr<SandboxRouter> RouterFlags::build(const std::string& default_bac
       entry["type"] = type;
       list.push_back(entry);
     }
-    config["backends"] = list;
+    document["backends"] = list;
   }
-  if (!min_isolation.empty()) config["min_isolation"] = min_isolation;
-  for (const auto& capability : deny_capabilities) config["denied_capabilities"].push_back(capability);
-  for (const auto& identity : deny_identities) config["denied_identities"].push_back(identity);
-  return make_router(config, "config");
+  if (!min_isolation.empty()) document["min_isolation"] = min_isolation;
+  for (const auto& capability : deny_capabilities) document["denied_capabilities"].push_back(capability);
+  for (const auto& identity : deny_identities) document["denied_identities"].push_back(identity);
+  return document;
 }
 
 void print_json(const json::Json& value) { std::cout << value.dump() << std::endl; }

@@ -28,6 +28,9 @@ struct RouterFlags {
   std::vector<std::string> deny_identities;
 
   void add_to(CLI::App& app);
+  // The router configuration document these flags describe (see backend_factory.hpp), for a
+  // caller that adjusts it before building.
+  json::Json config(const std::string& default_backend = "linux") const;
   // Refusals (bad flags, floor) surface as airlock errors.
   std::unique_ptr<SandboxRouter> build(const std::string& default_backend = "linux") const;
 };

@@ -22,9 +22,8 @@ const utf8proc_uint8_t* bytes_of(std::string_view text) {
 // Length of the valid UTF-8 sequence starting at `offset`, or 0 when it is not one.
 std::size_t utf8_sequence_length(std::string_view text, std::size_t offset,
                                  utf8proc_int32_t* codepoint) {
-  const auto length =
-      utf8proc_iterate(bytes_of(text) + offset,
-                       static_cast<utf8proc_ssize_t>(text.size() - offset), codepoint);
+  const auto length = utf8proc_iterate(
+      bytes_of(text) + offset, static_cast<utf8proc_ssize_t>(text.size() - offset), codepoint);
   return length <= 0 ? 0 : static_cast<std::size_t>(length);
 }
 
@@ -40,8 +39,8 @@ bool is_valid_utf8(std::string_view text) {
 }
 
 [[noreturn]] void refuse(std::string_view name, const char* rule, const std::string& why) {
-  throw ArtifactNameInvalid(
-      "artifact name " + detail::printable_name(name) + " is invalid: " + why, rule);
+  throw ArtifactNameInvalid("artifact name " + detail::printable_name(name) + " is invalid: " + why,
+                            rule);
 }
 
 template <typename Map>
@@ -66,9 +65,8 @@ std::string map_codepoints(std::string_view text, Map map) {
 
 bool is_reserved_device_name(const std::string& upper_stem) {
   static constexpr std::array<std::string_view, 28> kReserved = {
-      "CON",  "PRN",  "AUX",  "NUL",  "COM1", "COM2", "COM3", "COM4", "COM5", "COM6",
-      "COM7", "COM8", "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7",
-      "LPT8", "LPT9",
+      "CON", "PRN", "AUX", "NUL", "COM1", "COM2", "COM3", "COM4", "COM5", "COM6", "COM7", "COM8",
+      "COM9", "LPT1", "LPT2", "LPT3", "LPT4", "LPT5", "LPT6", "LPT7", "LPT8", "LPT9",
       // The superscript digits Windows also reserves (U+00B9, U+00B2, U+00B3).
       "COM\xC2\xB9", "COM\xC2\xB2", "COM\xC2\xB3", "LPT\xC2\xB9", "LPT\xC2\xB2", "LPT\xC2\xB3"};
   for (std::string_view reserved : kReserved) {
@@ -82,16 +80,15 @@ std::string portable_segment(std::string_view segment) {
   out.reserve(segment.size() + 1);
   for (char c : segment) {
     const auto byte = static_cast<unsigned char>(c);
-    const bool forbidden = byte < 32 || c == '<' || c == '>' || c == ':' || c == '"' ||
-                           c == '|' || c == '?' || c == '*';
+    const bool forbidden = byte < 32 || c == '<' || c == '>' || c == ':' || c == '"' || c == '|' ||
+                           c == '?' || c == '*';
     out += forbidden ? '_' : c;
   }
   while (!out.empty() && (out.back() == '.' || out.back() == ' ')) out.pop_back();
   const std::size_t dot = out.find('.');
   const std::string stem = out.substr(0, dot);
-  const std::string upper = map_codepoints(stem, [](utf8proc_int32_t c) {
-    return utf8proc_toupper(c);
-  });
+  const std::string upper =
+      map_codepoints(stem, [](utf8proc_int32_t c) { return utf8proc_toupper(c); });
   if (is_reserved_device_name(upper)) {
     out.insert(stem.size(), "_");
   }
@@ -152,9 +149,8 @@ void validate_artifact_name(std::string_view name) {
   std::size_t start = 0;
   while (true) {
     const std::size_t slash = name.find('/', start);
-    const std::string_view segment =
-        name.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                           : slash - start);
+    const std::string_view segment = name.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (segment == "..") refuse(name, "parent-segment", "a segment is '..'");
     if (segment.empty() || segment == ".") empty_or_dot = true;
     if (slash == std::string_view::npos) break;
@@ -181,10 +177,9 @@ std::string nfc_compose(std::string_view name) {
   if (!is_valid_utf8(name)) refuse(name, "utf8", "it is not valid UTF-8");
   if (name.empty()) return {};
   utf8proc_uint8_t* composed = nullptr;
-  const auto length = utf8proc_map(bytes_of(name), static_cast<utf8proc_ssize_t>(name.size()),
-                                   &composed,
-                                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE |
-                                                                  UTF8PROC_COMPOSE));
+  const auto length =
+      utf8proc_map(bytes_of(name), static_cast<utf8proc_ssize_t>(name.size()), &composed,
+                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(composed, &std::free);
   if (length < 0) {
     refuse(name, "utf8", std::string("it cannot be NFC-composed: ") + utf8proc_errmsg(length));
@@ -203,9 +198,8 @@ std::string portable_name(std::string_view name) {
   std::size_t start = 0;
   while (true) {
     const std::size_t slash = name.find('/', start);
-    const std::string_view segment =
-        name.substr(start, slash == std::string_view::npos ? std::string_view::npos
-                                                           : slash - start);
+    const std::string_view segment = name.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     out += portable_segment(segment);
     if (slash == std::string_view::npos) break;
     out += '/';

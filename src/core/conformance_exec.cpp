@@ -27,9 +27,9 @@ void timeout_in_time(ProbeContext& c) {
     c.sandbox().exec(Command::argv({"sleep", "30"}), options);
   } catch (const Timeout&) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-    c.check(elapsed >= 0.5 && elapsed <= 4.0,
-            "Timeout arrived after " + std::to_string(elapsed) + " s; expected 0.5–4.0 s for a "
-            "1 s timeout");
+    c.check(elapsed >= 0.5 && elapsed <= 4.0, "Timeout arrived after " + std::to_string(elapsed) +
+                                                  " s; expected 0.5–4.0 s for a "
+                                                  "1 s timeout");
     return;
   } catch (const std::exception& error) {
     c.fail("sleep 30 under a 1 s timeout raised " + describe(error) + "; expected Timeout");
@@ -43,9 +43,8 @@ void timed_out_command_is_stopped(ProbeContext& c) {
   options.working_directory = c.work();
   options.timeout = Milliseconds(1000);
   c.expect_refused<Timeout>("Timeout", "a command outliving its timeout", [&] {
-    c.sandbox().exec(Command::argv({"sh", "-c", "sleep 2; printf survived > \"$1\"", "probe",
-                                    marker}),
-                     options);
+    c.sandbox().exec(
+        Command::argv({"sh", "-c", "sleep 2; printf survived > \"$1\"", "probe", marker}), options);
   });
   // Wait past the moment the command would have written, had it been left running.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
@@ -80,8 +79,8 @@ std::vector<ProbeDefinition> exec_probes() {
         c.check(result.stdout_bytes == literal,
                 "the argument arrived as \"" + result.stdout_text() + "\"");
       });
-  add("working-directory-is-honoured", "a command runs in the working directory it was given",
-      true, [](ProbeContext& c) {
+  add("working-directory-is-honoured", "a command runs in the working directory it was given", true,
+      [](ProbeContext& c) {
         const ExecResult result = c.run({"pwd"}, c.work());
         c.check(stripped(result.stdout_text()) == c.work(),
                 "pwd printed \"" + stripped(result.stdout_text()) + "\", not " + c.work());
@@ -105,11 +104,14 @@ std::vector<ProbeDefinition> exec_probes() {
       "a bounded exec past its ceiling raises ExecOutputLimitExceeded and returns nothing, and "
       "the sandbox still serves",
       false, [](ProbeContext& c) {
-        c.expect_refused<ExecOutputLimitExceeded>("ExecOutputLimitExceeded", "a 1 MiB flood under "
-                                                  "a 64 KiB ceiling", [&] {
-          c.sandbox().exec_bounded(Command::shell("head -c 1048576 /dev/zero"), c.work(),
-                                   c.subject().exec_timeout(), 64 * 1024);
-        });
+        c.expect_refused<ExecOutputLimitExceeded>(
+            "ExecOutputLimitExceeded",
+            "a 1 MiB flood under "
+            "a 64 KiB ceiling",
+            [&] {
+              c.sandbox().exec_bounded(Command::shell("head -c 1048576 /dev/zero"), c.work(),
+                                       c.subject().exec_timeout(), 64 * 1024);
+            });
         c.check(c.run({"printf", "alive"}, c.work()).stdout_bytes == "alive",
                 "the sandbox did not serve a command after the flood");
       });
@@ -139,8 +141,8 @@ std::vector<ProbeDefinition> egress_probes(const std::string& allowed_url,
   };
   std::vector<ProbeDefinition> probes;
   probes.push_back({"an-allowed-host-is-reachable",
-                    "the allowlisted host answers 2xx from inside (the positive control)",
-                    kExec, true, [=](ProbeContext& c) {
+                    "the allowlisted host answers 2xx from inside (the positive control)", kExec,
+                    true, [=](ProbeContext& c) {
                       std::string said;
                       c.check(reached(c, allowed_url, said),
                               allowed_url + " was not reached (" + said + ")");

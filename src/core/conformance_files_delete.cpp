@@ -38,9 +38,9 @@ void raced_removal(ProbeContext& c) {
     return result.exit_code == 0;
   };
   auto to_directory = [&] {
-    const ExecResult result = c.run(
-        {"sh", "-c", "rm -rf \"$1\" && mkdir \"$1\" && printf inside > \"$1/victim.txt\"", "flip",
-         entry});
+    const ExecResult result =
+        c.run({"sh", "-c", "rm -rf \"$1\" && mkdir \"$1\" && printf inside > \"$1/victim.txt\"",
+               "flip", entry});
     return result.exit_code == 0;
   };
   auto remove = [&] {
@@ -51,9 +51,9 @@ void raced_removal(ProbeContext& c) {
     }
   };
   c.check(to_link(), "the guest could not flip the race entry (to link)");
-  c.expect_refused<ConfinementError>("ConfinementError", "a removal through the linked parent", [&] {
-    c.sandbox().remove("delete-race/victim.txt", c.work(), false);
-  });
+  c.expect_refused<ConfinementError>(
+      "ConfinementError", "a removal through the linked parent",
+      [&] { c.sandbox().remove("delete-race/victim.txt", c.work(), false); });
   c.check(to_directory(), "the guest could not flip the race entry (to directory)");
   c.sandbox().remove("delete-race/victim.txt", c.work(), false);
   c.check(!c.guest_test("-e", entry + "/victim.txt"),
@@ -97,7 +97,8 @@ std::vector<ProbeDefinition> files_delete_probes() {
         for (bool recursive : {false, true}) {
           c.expect_refused<ConfinementError>(
               "ConfinementError",
-              std::string("removing delete-link-dir/target.txt") + (recursive ? " recursively" : ""),
+              std::string("removing delete-link-dir/target.txt") +
+                  (recursive ? " recursively" : ""),
               [&] { c.sandbox().remove("delete-link-dir/target.txt", c.work(), recursive); });
         }
         still_there(c, target, "target", "removals through a linked parent");
@@ -115,14 +116,17 @@ std::vector<ProbeDefinition> files_delete_probes() {
         c.subject().plant_file(c.work() + "/.probe-cwd", "");
         const ExecResult made = c.run({"mkdir", "-p", c.work() + "/empty"});
         c.check(made.exit_code == 0, "mkdir -p empty failed: " + made.stderr_text());
-        c.expect_refused<SystemError>("SystemError", "removing an empty directory without recursive",
+        c.expect_refused<SystemError>("SystemError",
+                                      "removing an empty directory without recursive",
                                       [&] { c.sandbox().remove("empty", c.work(), false); });
-        c.check(c.guest_test("-d", c.work() + "/empty"), "the empty directory went without recursive");
+        c.check(c.guest_test("-d", c.work() + "/empty"),
+                "the empty directory went without recursive");
         c.sandbox().remove("empty", c.work(), true);
-        c.check(!c.guest_test("-e", c.work() + "/empty"), "the empty directory stayed with recursive");
+        c.check(!c.guest_test("-e", c.work() + "/empty"),
+                "the empty directory stayed with recursive");
       });
-  add("recursive-removes-the-tree", "a recursive removal takes the tree and only the tree",
-      kDelete, true, [](ProbeContext& c) {
+  add("recursive-removes-the-tree", "a recursive removal takes the tree and only the tree", kDelete,
+      true, [](ProbeContext& c) {
         c.subject().plant_file(c.work() + "/tree/leaf.txt", "leaf");
         c.subject().plant_file(c.work() + "/tree/deeper/leaf.txt", "leaf");
         c.subject().plant_file(c.work() + "/next-to-tree.txt", "next");
@@ -139,7 +143,8 @@ std::vector<ProbeDefinition> files_delete_probes() {
         c.subject().plant_file(kept, "kept");
         c.subject().plant_file(c.work() + "/linked-tree/file.txt", "file");
         c.subject().plant_symlink(c.work() + "/linked-tree/inside-link", target);
-        c.subject().plant_symlink(c.work() + "/linked-tree/dir-link", c.paths().outside + "/interior-dir");
+        c.subject().plant_symlink(c.work() + "/linked-tree/dir-link",
+                                  c.paths().outside + "/interior-dir");
         c.sandbox().remove("linked-tree", c.work(), true);
         c.check(!c.guest_test("-e", c.work() + "/linked-tree"), "linked-tree is still there");
         still_there(c, target, "interior", "removing linked-tree");
@@ -161,8 +166,10 @@ std::vector<ProbeDefinition> files_delete_probes() {
         c.subject().plant_file(target, "beyond");
         for (bool recursive : {false, true}) {
           c.expect_refused<ConfinementError>(
-              "ConfinementError", std::string("removing a path outside") + (recursive ? " recursively" : ""),
-              [&] { c.sandbox().remove(c.paths().beyond("beyond-target.txt"), c.work(), recursive); });
+              "ConfinementError",
+              std::string("removing a path outside") + (recursive ? " recursively" : ""), [&] {
+                c.sandbox().remove(c.paths().beyond("beyond-target.txt"), c.work(), recursive);
+              });
         }
         still_there(c, target, "beyond", "removals outside");
       });
@@ -172,9 +179,9 @@ std::vector<ProbeDefinition> files_delete_probes() {
       "a NUL byte in a path is bad input, never truncated at the NUL", kDelete, false,
       [](ProbeContext& c) {
         c.subject().plant_file(c.work() + "/nul-kept", "kept");
-        c.expect_refused<InvalidArgument>("InvalidArgument", "removing a path with a NUL byte", [&] {
-          c.sandbox().remove(std::string("nul-kept\0.txt", 13), c.work(), true);
-        });
+        c.expect_refused<InvalidArgument>(
+            "InvalidArgument", "removing a path with a NUL byte",
+            [&] { c.sandbox().remove(std::string("nul-kept\0.txt", 13), c.work(), true); });
         still_there(c, c.work() + "/nul-kept", "kept", "a removal of a path with a NUL byte");
       });
   add("a-removal-raced-through-a-linked-parent-never-removes-outside",

@@ -9,7 +9,16 @@ constexpr CapabilitySet kInExec{Capability::files_in, Capability::exec};
 
 // UTF-8 text followed by every byte 1..127: what any exec transport can carry.
 std::string binary_payload() {
-  std::string payload = "\xc3\xbc" "n" "\xc3\xaf" "c" "\xc3\xb6" "d" "\xc3\xa9" "\xe2\x86\x92" "payload";
+  std::string payload =
+      "\xc3\xbc"
+      "n"
+      "\xc3\xaf"
+      "c"
+      "\xc3\xb6"
+      "d"
+      "\xc3\xa9"
+      "\xe2\x86\x92"
+      "payload";
   for (int byte = 1; byte < 128; ++byte) payload += static_cast<char>(byte);
   return payload;
 }
@@ -50,9 +59,12 @@ void raced_write(ProbeContext& c) {
   const std::string decoy = c.paths().outside + "/write-race";
   c.subject().plant_file(decoy + "/.keep", "");
   c.subject().plant_file(entry + "/.keep", "");
+  // Renamed aside rather than removed: the writes racing into the directory keep filling it,
+  // and on a backend whose writes are fast an `rm -rf` of it never finds it empty. A rename is
+  // one atomic step whatever the directory holds (each flip gets its own name: `$$`).
   auto to_link = [&] {
-    const ExecResult result =
-        c.run({"sh", "-c", "rm -rf \"$1\" && ln -s \"$2\" \"$1\"", "flip", entry, decoy});
+    const ExecResult result = c.run({"sh", "-c", "mv \"$1\" \"$1.aside.$$\" && ln -s \"$2\" \"$1\"",
+                                     "flip", entry, decoy});
     return result.exit_code == 0;
   };
   auto to_directory = [&] {
@@ -103,7 +115,8 @@ std::vector<ProbeDefinition> files_in_probes() {
       [](ProbeContext& c) {
         const std::string payload = binary_payload();
         c.sandbox().write_file("binary.bin", payload, c.work());
-        c.check(c.guest_cat(c.work() + "/binary.bin") == payload, "the bytes changed on the way in");
+        c.check(c.guest_cat(c.work() + "/binary.bin") == payload,
+                "the bytes changed on the way in");
       });
   add("str-content-is-utf8", "text is written as UTF-8 whatever the host's locale", kIn, true,
       [](ProbeContext& c) {
@@ -114,7 +127,8 @@ std::vector<ProbeDefinition> files_in_probes() {
       [](ProbeContext& c) {
         c.sandbox().write_file("twice.txt", "first", c.work());
         c.sandbox().write_file("twice.txt", "second", c.work());
-        c.check(c.guest_cat(c.work() + "/twice.txt") == "second", "the second write did not replace");
+        c.check(c.guest_cat(c.work() + "/twice.txt") == "second",
+                "the second write did not replace");
       });
   add("parents-are-created", "missing parent directories are created", kIn, true,
       [](ProbeContext& c) {
@@ -159,8 +173,8 @@ std::vector<ProbeDefinition> files_in_probes() {
           c.sandbox().write_file("sub\\file.txt", "x", c.work());
         });
       });
-  add("a-linked-working-directory", "a working directory that is a link is refused for writes",
-      kIn, true, [](ProbeContext& c) {
+  add("a-linked-working-directory", "a working directory that is a link is refused for writes", kIn,
+      true, [](ProbeContext& c) {
         plant_linked_outside(c);
         write_refused_and_absent(c, "landed.txt", c.paths().linked_directory(),
                                  c.paths().outside + "/landed.txt",
@@ -187,20 +201,18 @@ std::vector<ProbeDefinition> files_in_probes() {
       "a NUL byte in a path is bad input, never truncated at the NUL", kIn, false,
       [](ProbeContext& c) {
         c.subject().plant_file(c.work() + "/.probe-cwd", "");
-        c.expect_refused<InvalidArgument>("InvalidArgument", "a write to a path with a NUL byte", [&] {
-          c.sandbox().write_file(std::string("nul\0tail.txt", 12), "x", c.work());
-        });
+        c.expect_refused<InvalidArgument>(
+            "InvalidArgument", "a write to a path with a NUL byte",
+            [&] { c.sandbox().write_file(std::string("nul\0tail.txt", 12), "x", c.work()); });
         c.check(!c.guest_test("-e", c.work() + "/nul"), "a write was truncated at the NUL byte");
       });
   add("a-path-of-4096-bytes-is-refused-cleanly",
       "a write past PATH_MAX or NAME_MAX is refused without a crash, and writes still work", kIn,
       false, [](ProbeContext& c) {
-        refused_cleanly(c, "a write to a path of 4096 bytes", [&] {
-          c.sandbox().write_file(overlong_path(c.paths()), "x", c.work());
-        });
-        refused_cleanly(c, "a write to a name of 256 bytes", [&] {
-          c.sandbox().write_file(std::string(256, 'n'), "x", c.work());
-        });
+        refused_cleanly(c, "a write to a path of 4096 bytes",
+                        [&] { c.sandbox().write_file(overlong_path(c.paths()), "x", c.work()); });
+        refused_cleanly(c, "a write to a name of 256 bytes",
+                        [&] { c.sandbox().write_file(std::string(256, 'n'), "x", c.work()); });
         c.sandbox().write_file("after-overlong.txt", "ok", c.work());
         c.check(c.guest_cat(c.work() + "/after-overlong.txt") == "ok",
                 "a write after the refusals did not land");

@@ -37,14 +37,15 @@ bool read_is_safe(ProbeContext& context, const std::string& path, const std::str
 void legitimate_read(ProbeContext& context) {
   const auto entry = context.sandbox().stat_file("real/inside.txt", context.work());
   context.check(entry.has_value(), "stat of real/inside.txt found nothing");
-  context.check(entry->kind == EntryKind::file,
-                "stat of real/inside.txt says " + std::string(to_string(entry->kind)) +
-                    ", not file");
+  context.check(
+      entry->kind == EntryKind::file,
+      "stat of real/inside.txt says " + std::string(to_string(entry->kind)) + ", not file");
   context.check(entry->size_bytes == kInside.size(),
                 "stat of real/inside.txt gives size " +
-                    (entry->size_bytes ? std::to_string(*entry->size_bytes) : "none") +
-                    ", not " + std::to_string(kInside.size()));
-  const std::string bytes = context.sandbox().read_file("real/inside.txt", context.work(), kReadCap);
+                    (entry->size_bytes ? std::to_string(*entry->size_bytes) : "none") + ", not " +
+                    std::to_string(kInside.size()));
+  const std::string bytes =
+      context.sandbox().read_file("real/inside.txt", context.work(), kReadCap);
   context.check(bytes == kInside, "the read of real/inside.txt returned other bytes");
 }
 
@@ -53,9 +54,9 @@ void fifo_is_never_read(ProbeContext& context) {
   context.subject().plant_fifo(fifo);
   const auto entry = context.sandbox().stat_file("fifo-output", context.work());
   context.check(entry.has_value(), "stat of a planted FIFO found nothing");
-  context.check(entry->kind == EntryKind::other,
-                "stat describes a FIFO as " + std::string(to_string(entry->kind)) +
-                    "; it must be other");
+  context.check(
+      entry->kind == EntryKind::other,
+      "stat describes a FIFO as " + std::string(to_string(entry->kind)) + "; it must be other");
 
   // The read runs on its own thread so a read that blocks on the FIFO is caught rather than
   // hanging the suite.
@@ -153,8 +154,9 @@ void hard_link_is_never_read(ProbeContext& context) {
 
 void nul_byte_is_refused(ProbeContext& context) {
   const std::string path("real\0/inside.txt", 16);
-  context.expect_refused<InvalidArgument>("InvalidArgument", "stat of a path with a NUL byte",
-                                          [&] { context.sandbox().stat_file(path, context.work()); });
+  context.expect_refused<InvalidArgument>("InvalidArgument", "stat of a path with a NUL byte", [&] {
+    context.sandbox().stat_file(path, context.work());
+  });
   context.expect_refused<InvalidArgument>("InvalidArgument", "read of a path with a NUL byte", [&] {
     context.sandbox().read_file(path, context.work(), kReadCap);
   });
@@ -204,9 +206,9 @@ void raced_file_link(ProbeContext& context) {
     return result.exit_code == 0;
   };
   auto to_file = [&] {
-    const ExecResult result = context.run(
-        {"sh", "-c", "printf '%s' \"$1\" > \"$2\" && mv -f \"$2\" \"$3\"", "restore",
-         std::string(kInside), staged, target});
+    const ExecResult result =
+        context.run({"sh", "-c", "printf '%s' \"$1\" > \"$2\" && mv -f \"$2\" \"$3\"", "restore",
+                     std::string(kInside), staged, target});
     return result.exit_code == 0;
   };
   // Deterministic first: each state is attacked at least once.
@@ -216,7 +218,8 @@ void raced_file_link(ProbeContext& context) {
   context.check(to_file(), "the guest could not flip the race entry (to file)");
   context.check(read_is_safe(context, "race/target", std::string(kInside)),
                 "the positive control failed: the restored file could not be read");
-  race(context, to_link, to_file, [&] { read_is_safe(context, "race/target", std::string(kInside)); });
+  race(context, to_link, to_file,
+       [&] { read_is_safe(context, "race/target", std::string(kInside)); });
 }
 
 void raced_parent_link(ProbeContext& context) {
@@ -272,14 +275,15 @@ std::vector<ProbeDefinition> files_out_probes() {
       });
   add("a-link-is-never-read", "a read of a link is refused, whatever it points at", kOut, true,
       [](ProbeContext& c) {
-        c.expect_refused<SystemError>("SystemError", "read of link-file",
-                                      [&] { c.sandbox().read_file("link-file", c.work(), kReadCap); });
+        c.expect_refused<SystemError>("SystemError", "read of link-file", [&] {
+          c.sandbox().read_file("link-file", c.work(), kReadCap);
+        });
       });
   add("stat-through-a-linked-parent", "stat through a linked parent is an escape", kOut, true,
       [](ProbeContext& c) {
-        c.expect_refused<ConfinementError>(
-            "ConfinementError", "stat of link-dir/secret.txt",
-            [&] { c.sandbox().stat_file("link-dir/secret.txt", c.work()); });
+        c.expect_refused<ConfinementError>("ConfinementError", "stat of link-dir/secret.txt", [&] {
+          c.sandbox().stat_file("link-dir/secret.txt", c.work());
+        });
       });
   add("read-through-a-linked-parent", "a read through a linked parent is an escape", kOut, true,
       [](ProbeContext& c) {
@@ -291,7 +295,8 @@ std::vector<ProbeDefinition> files_out_probes() {
       "a working directory that is itself a link is refused for stat and read", kOut, true,
       [](ProbeContext& c) {
         const std::string wd = c.paths().linked_directory();
-        c.expect_refused<ConfinementError>("ConfinementError", "stat with a linked working directory",
+        c.expect_refused<ConfinementError>("ConfinementError",
+                                           "stat with a linked working directory",
                                            [&] { c.sandbox().stat_file("secret.txt", wd); });
         c.expect_refused<ConfinementError>(
             "ConfinementError", "read with a linked working directory",
@@ -303,14 +308,16 @@ std::vector<ProbeDefinition> files_out_probes() {
         const std::string wd = c.paths().under_linked_directory();
         c.expect_refused<ConfinementError>("ConfinementError", "stat under a linked ancestor",
                                            [&] { c.sandbox().stat_file("leaf.txt", wd); });
-        c.expect_refused<ConfinementError>("ConfinementError", "read under a linked ancestor",
-                                           [&] { c.sandbox().read_file("leaf.txt", wd, kReadCap); });
+        c.expect_refused<ConfinementError>("ConfinementError", "read under a linked ancestor", [&] {
+          c.sandbox().read_file("leaf.txt", wd, kReadCap);
+        });
       });
   add("a-plain-parent-is-not-an-escape",
       "a file standing as a parent is NotADirectory, not a confinement refusal", kOut, true,
       [](ProbeContext& c) {
-        c.expect_refused<NotADirectory>("NotADirectory", "stat of plain.txt/deeper.txt",
-                                        [&] { c.sandbox().stat_file("plain.txt/deeper.txt", c.work()); });
+        c.expect_refused<NotADirectory>("NotADirectory", "stat of plain.txt/deeper.txt", [&] {
+          c.sandbox().stat_file("plain.txt/deeper.txt", c.work());
+        });
       });
   add("listing-a-linked-directory", "listing a link to a directory is an escape", kOutList, true,
       [](ProbeContext& c) {
@@ -345,11 +352,9 @@ std::vector<ProbeDefinition> files_out_probes() {
   add("a-read-over-its-cap-is-refused-not-truncated",
       "max_bytes is a refusal: a file one byte over comes back as TransferCapExceeded, never cut",
       kOut, false, [](ProbeContext& c) {
-        c.expect_refused<TransferCapExceeded>("TransferCapExceeded",
-                                              "read of real/inside.txt one byte under its size", [&] {
-                                                c.sandbox().read_file("real/inside.txt", c.work(),
-                                                                      kInside.size() - 1);
-                                              });
+        c.expect_refused<TransferCapExceeded>(
+            "TransferCapExceeded", "read of real/inside.txt one byte under its size",
+            [&] { c.sandbox().read_file("real/inside.txt", c.work(), kInside.size() - 1); });
       });
   add("a-dangling-link-is-named-a-link",
       "a link to nothing is still a link (a stat that follows would call it missing)", kOut, false,
@@ -359,8 +364,9 @@ std::vector<ProbeDefinition> files_out_probes() {
         c.check(entry.has_value(), "stat of a dangling link found nothing");
         c.check(entry->kind == EntryKind::symlink,
                 "stat of a dangling link says " + std::string(to_string(entry->kind)));
-        c.expect_refused<SystemError>("SystemError", "read of a dangling link",
-                                      [&] { c.sandbox().read_file("dangling", c.work(), kReadCap); });
+        c.expect_refused<SystemError>("SystemError", "read of a dangling link", [&] {
+          c.sandbox().read_file("dangling", c.work(), kReadCap);
+        });
       });
   add("a-fifo-planted-as-an-output-is-never-read",
       "a FIFO stats as other, its read is refused without blocking, and collect_outputs "
@@ -371,8 +377,8 @@ std::vector<ProbeDefinition> files_out_probes() {
       "and never read",
       kOut, false, hard_link_is_never_read);
   add("a-path-with-a-nul-byte-is-refused",
-      "a NUL byte in a path is bad input for stat, read and list, never truncated at the NUL",
-      kOut, false, nul_byte_is_refused);
+      "a NUL byte in a path is bad input for stat, read and list, never truncated at the NUL", kOut,
+      false, nul_byte_is_refused);
   add("a-path-of-4096-bytes-is-refused-cleanly",
       "a path past PATH_MAX, or a name past NAME_MAX, is refused without a crash, and the "
       "sandbox still serves",

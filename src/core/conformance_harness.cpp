@@ -19,6 +19,16 @@ std::string dirname_of(const std::string& absolute) {
   return slash == 0 || slash == std::string::npos ? "/" : absolute.substr(0, slash);
 }
 
+// A failure can quote a 4096-byte path; a report line stays readable, cut on a UTF-8 boundary.
+std::string bounded(std::string detail) {
+  constexpr std::size_t kLimit = 600;
+  if (detail.size() <= kLimit) return detail;
+  std::size_t cut = kLimit;
+  while (cut > 0 && (static_cast<unsigned char>(detail[cut]) & 0xC0) == 0x80) --cut;
+  detail.resize(cut);
+  return detail + "…";
+}
+
 }  // namespace
 
 // ---- subjects and paths ------------------------------------------------------------------------
@@ -57,8 +67,7 @@ void PosixGuestSubject::run_planting(const std::vector<std::string>& argv,
   }
 }
 
-void PosixGuestSubject::plant_symlink(const std::string& absolute_path,
-                                      const std::string& target) {
+void PosixGuestSubject::plant_symlink(const std::string& absolute_path, const std::string& target) {
   run_planting({"ln", "-sfn", target, absolute_path}, "the link " + absolute_path);
 }
 
@@ -97,9 +106,12 @@ ConformancePaths plant_layout(ConformanceSubject& subject) {
 
 std::string_view to_string(ProbeOutcome outcome) noexcept {
   switch (outcome) {
-    case ProbeOutcome::passed: return "passed";
-    case ProbeOutcome::failed: return "failed";
-    case ProbeOutcome::skipped: return "skipped";
+    case ProbeOutcome::passed:
+      return "passed";
+    case ProbeOutcome::failed:
+      return "failed";
+    case ProbeOutcome::skipped:
+      return "skipped";
   }
   return "failed";
 }
@@ -113,7 +125,8 @@ std::string describe(const std::exception& error) {
   return std::string("an exception (") + error.what() + ")";
 }
 
-// ---- the probe context ---------------------------------------------------------------------------
+// ---- the probe context
+// ---------------------------------------------------------------------------
 
 ExecResult ProbeContext::run(std::vector<std::string> argv, const std::string& working_directory) {
   ExecOptions options;
@@ -149,17 +162,19 @@ std::string ProbeContext::guest_cat(const std::string& path) {
   return result.stdout_bytes;
 }
 
-// ---- the runner ----------------------------------------------------------------------------------
+// ---- the runner
+// ----------------------------------------------------------------------------------
 
 std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan& plan,
                                    const std::vector<ProbeDefinition>& probes) {
   const CapabilitySet declared = subject.capabilities();
   if (plan.gate && !declared.contains(*plan.gate)) {
-    throw InvalidArgument("conformance: the " + plan.suite + " suite needs a subject that declares '" +
-                              std::string(to_string(*plan.gate)) + "' (it declares " +
-                              to_string(declared) + "); a green run that attacked nothing is "
-                              "worse than no run",
-                          std::string(to_string(*plan.gate)));
+    throw InvalidArgument(
+        "conformance: the " + plan.suite + " suite needs a subject that declares '" +
+            std::string(to_string(*plan.gate)) + "' (it declares " + to_string(declared) +
+            "); a green run that attacked nothing is "
+            "worse than no run",
+        std::string(to_string(*plan.gate)));
   }
   ProbeContext context(subject, ConformancePaths::under(subject.working_directory()));
   std::vector<ProbeResult> results;
@@ -196,6 +211,7 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
       continue;
     }
     const auto started = Clock::now();
+    context.take_note();
     try {
       probe.run(context);
       result.outcome = ProbeOutcome::passed;
@@ -213,12 +229,15 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
       result.detail = "raised " + describe(error);
     }
     result.milliseconds = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    result.detail = bounded(std::move(result.detail));
+    result.note = context.take_note();
     results.push_back(std::move(result));
   }
   return results;
 }
 
-// ---- races ---------------------------------------------------------------------------------------
+// ---- races
+// ---------------------------------------------------------------------------------------
 
 RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
                const std::function<bool()>& to_benign, const std::function<void()>& attack,
@@ -260,7 +279,14 @@ RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
   stop = true;
   flipper.join();
   count.flips = flips.load();
-  if (!flip_error.empty()) context.fail("the race could not be driven: flipping raised " + flip_error);
+  context.note(std::to_string(count.attacks) + " attacks met " + std::to_string(count.flips) +
+               " flips in " +
+               std::to_string(std::chrono::duration_cast<Milliseconds>(Clock::now() - deadline +
+                                                                       budget)
+                                  .count()) +
+               " ms");
+  if (!flip_error.empty())
+    context.fail("the race could not be driven: flipping raised " + flip_error);
   if (count.flips < 2 || count.attacks < 2) {
     context.fail("the race never interleaved (" + std::to_string(count.flips) + " flips, " +
                  std::to_string(count.attacks) + " attacks): nothing was proved");
@@ -277,7 +303,8 @@ std::string overlong_path(const ConformancePaths& paths) {
 
 }  // namespace detail
 
-// ---- entry points --------------------------------------------------------------------------------
+// ---- entry points
+// --------------------------------------------------------------------------------
 
 using detail::run_suite;
 using detail::SuitePlan;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "airlock/conformance.hpp"
@@ -49,6 +50,9 @@ class ProbeContext {
   }
 
   [[noreturn]] void fail(const std::string& what) { throw ProbeFailed(what); }
+  // Evidence for the result, kept whatever the outcome (the last note wins).
+  void note(std::string text) { note_ = std::move(text); }
+  std::string take_note() { return std::exchange(note_, std::string()); }
   void check(bool condition, const std::string& what) {
     if (!condition) fail(what);
   }
@@ -80,6 +84,7 @@ class ProbeContext {
  private:
   ConformanceSubject& subject_;
   ConformancePaths paths_;
+  std::string note_;
 };
 
 struct ProbeDefinition {

@@ -33,8 +33,8 @@ auto translated(const std::string& path, const char* verb, Operation&& operation
                                 " is not confined to the work directory: " + escape.message(),
                             "confinement");
   } catch (const SystemError& failure) {
-    throw OutputUnreachable("declared output " + detail::printable_name(path) +
-                                " could not be " + verb + ": " + failure.message(),
+    throw OutputUnreachable("declared output " + detail::printable_name(path) + " could not be " +
+                                verb + ": " + failure.message(),
                             failure.type());
   }
 }
@@ -54,8 +54,8 @@ TransferTally::TransferTally(TransferLimits limits, std::string direction)
 void TransferTally::add(std::string_view file, std::uint64_t size) {
   const std::string name(file);
   if (size > limits_.max_bytes_per_file) {
-    throw TransferCapExceeded(direction_ + ".max_bytes_per_file", name,
-                              limits_.max_bytes_per_file, size);
+    throw TransferCapExceeded(direction_ + ".max_bytes_per_file", name, limits_.max_bytes_per_file,
+                              size);
   }
   ++files_;
   if (files_ > limits_.max_files) {
@@ -94,9 +94,9 @@ OutputSinkRequired missing_sink_refusal(const SandboxSpec& spec,
     names += (i == 0 ? "" : ", ") + detail::printable_name(landing[i].delivered_name());
   }
   if (landing.size() > 5) names += ", …";
-  std::string what = landing.empty()
-                         ? std::string("names artifacts at call time")
-                         : "lands " + std::to_string(landing.size()) + " artifact(s) (" + names + ")";
+  std::string what =
+      landing.empty() ? std::string("names artifacts at call time")
+                      : "lands " + std::to_string(landing.size()) + " artifact(s) (" + names + ")";
   return OutputSinkRequired("the '" + spec.kind() + "' workload " + what + ", but " +
                                 std::string(asked_by) +
                                 " has no output sink to deliver them to; wire a sink (e.g. "
@@ -190,7 +190,8 @@ std::vector<LandedArtifact> collect_outputs(Sandbox& sandbox, const SandboxSpec&
                               "size");
     }
     stat_tally.add(output.path, *entry->size_bytes);
-    if (output.disposition == OutputDisposition::land) to_read.push_back({&plan, *entry->size_bytes});
+    if (output.disposition == OutputDisposition::land)
+      to_read.push_back({&plan, *entry->size_bytes});
   }
 
   // Phase 4.
@@ -205,12 +206,11 @@ std::vector<LandedArtifact> collect_outputs(Sandbox& sandbox, const SandboxSpec&
   for (const auto& [plan, size] : to_read) {
     const DeclaredOutput& output = *plan->output;
     const std::uint64_t bound = std::min(size, read_tally.remaining_bytes());
-    std::string content = translated(output.path, "read", [&] {
-      return sandbox.read_file(output.path, work_dir, bound);
-    });
+    std::string content = translated(
+        output.path, "read", [&] { return sandbox.read_file(output.path, work_dir, bound); });
     read_tally.add(output.path, content.size());
-    artifacts.push_back(Artifact{plan->delivered, std::move(content), spec.kind(),
-                                 output.media_type});
+    artifacts.push_back(
+        Artifact{plan->delivered, std::move(content), spec.kind(), output.media_type});
   }
 
   // Phase 6: only now does anything leave.

@@ -108,7 +108,8 @@ class Road {
 
   // exec_bounded through sh in "/". Any failure to learn how the command ended is
   // ShellTransferUnfinished; `over_cap_on_overflow` marks an overflow as the read's own budget.
-  ExecResult run(const std::string& line, std::uint64_t ceiling, bool over_cap_on_overflow = false) {
+  ExecResult run(const std::string& line, std::uint64_t ceiling,
+                 bool over_cap_on_overflow = false) {
     const auto remaining = std::chrono::duration_cast<Milliseconds>(deadline_ - Clock::now());
     if (remaining.count() <= 0) {
       throw ShellTransferUnfinished("the shell " + std::string(verb_) + " of '" + target_ +
@@ -125,10 +126,9 @@ class Road {
                                           "past the cap); the command was stopped",
                                       true);
       }
-      throw ShellTransferUnfinished("a command of the shell " + std::string(verb_) + " of '" +
-                                    target_ + "' printed more than " +
-                                    std::to_string(overflow.limit()) +
-                                    " bytes; its end is unknown");
+      throw ShellTransferUnfinished(
+          "a command of the shell " + std::string(verb_) + " of '" + target_ +
+          "' printed more than " + std::to_string(overflow.limit()) + " bytes; its end is unknown");
     } catch (const Timeout& timeout) {
       throw ShellTransferUnfinished("a command of the shell " + std::string(verb_) + " of '" +
                                     target_ + "' did not finish in time (" + timeout.message() +
@@ -148,8 +148,8 @@ class Road {
     std::string said = result.stderr_text();
     if (said.size() > 400) said = said.substr(0, 400) + "…";
     while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
-    throw ShellTransferFailed("the shell " + std::string(verb_) + " of '" + target_ + "' failed at " +
-                              step + ": exit " + std::to_string(result.exit_code) +
+    throw ShellTransferFailed("the shell " + std::string(verb_) + " of '" + target_ +
+                              "' failed at " + step + ": exit " + std::to_string(result.exit_code) +
                               (said.empty() ? "" : " — " + said));
   }
 
@@ -164,7 +164,8 @@ class Road {
       }
       line += "printf '\\n'; ";
     }
-    if (with_size) line += "test -f " + posix_quote(target_) + " && wc -c < " + posix_quote(target_);
+    if (with_size)
+      line += "test -f " + posix_quote(target_) + " && wc -c < " + posix_quote(target_);
     const ExecResult result = run(line, probe.chain.size() * 8 + 64 + 4096);
     if (result.exit_code != 0 && !with_size) failed("the probe", result);
     const std::string& out = result.stdout_bytes;
@@ -175,14 +176,29 @@ class Road {
       PathFacts facts;
       for (char flag : out.substr(position, newline - position)) {
         switch (flag) {
-          case 'L': facts.link = true; break;
-          case 'e': facts.exists = true; break;
-          case 'd': facts.directory = true; break;
-          case 'f': facts.regular = true; break;
-          case 'r': facts.readable = true; break;
-          case 'w': facts.writable = true; break;
-          case 'x': facts.searchable = true; break;
-          default: failed("the probe (it printed something unexpected)", result);
+          case 'L':
+            facts.link = true;
+            break;
+          case 'e':
+            facts.exists = true;
+            break;
+          case 'd':
+            facts.directory = true;
+            break;
+          case 'f':
+            facts.regular = true;
+            break;
+          case 'r':
+            facts.readable = true;
+            break;
+          case 'w':
+            facts.writable = true;
+            break;
+          case 'x':
+            facts.searchable = true;
+            break;
+          default:
+            failed("the probe (it printed something unexpected)", result);
         }
       }
       probe.facts.push_back(facts);
@@ -195,7 +211,8 @@ class Road {
       if (!rest.empty()) {
         std::uint64_t size = 0;
         for (char c : rest) {
-          if (c < '0' || c > '9') failed("the size probe (it printed something unexpected)", result);
+          if (c < '0' || c > '9')
+            failed("the size probe (it printed something unexpected)", result);
           size = size * 10 + static_cast<std::uint64_t>(c - '0');
         }
         probe.size = size;
@@ -234,8 +251,7 @@ std::size_t check_ancestors(const Probe& probe, bool& missing) {
       refuse(FileRefusal::invalid_path, probe.chain.back(), path + " is not a directory");
     }
     if (!facts.searchable) {
-      refuse(FileRefusal::permission_denied, probe.chain.back(),
-             "the guest cannot search " + path);
+      refuse(FileRefusal::permission_denied, probe.chain.back(), "the guest cannot search " + path);
     }
     deepest = i;
   }
@@ -308,8 +324,8 @@ void write_file_over_exec(Sandbox& sandbox, std::string_view path, std::string_v
     if (chunk.empty()) {
       line += ": > " + quoted_staging;
     } else {
-      line += "printf '%s' " + base64_encode(chunk) + " | base64 -d " + (first ? ">" : ">>") +
-              " " + quoted_staging;
+      line += "printf '%s' " + base64_encode(chunk) + " | base64 -d " + (first ? ">" : ">>") + " " +
+              quoted_staging;
     }
     const ExecResult result = road.run(line, kQuietCeiling);
     if (result.exit_code != 0) {
@@ -368,8 +384,9 @@ std::string read_file_over_exec(Sandbox& sandbox, std::string_view path,
     throw TransferCapExceeded("max_bytes", target, max_bytes, *probe.size);
   }
 
-  const ExecResult result = road.run("base64 < " + posix_quote(target),
-                                     base64_ceiling(max_bytes) + 4096, /*over_cap_on_overflow=*/true);
+  const ExecResult result =
+      road.run("base64 < " + posix_quote(target), base64_ceiling(max_bytes) + 4096,
+               /*over_cap_on_overflow=*/true);
   if (result.exit_code != 0) road.failed("reading the file", result);
   std::string compact;
   compact.reserve(result.stdout_bytes.size());
@@ -405,10 +422,13 @@ std::optional<FileRefusal> file_refusal(const std::exception& error) {
 std::optional<FileRefusal> entry_refusal(const std::optional<SandboxEntry>& entry) {
   if (!entry) return FileRefusal::not_found;
   switch (entry->kind) {
-    case EntryKind::file: return std::nullopt;
-    case EntryKind::directory: return FileRefusal::is_directory;
+    case EntryKind::file:
+      return std::nullopt;
+    case EntryKind::directory:
+      return FileRefusal::is_directory;
     case EntryKind::symlink:
-    case EntryKind::other: return FileRefusal::invalid_path;
+    case EntryKind::other:
+      return FileRefusal::invalid_path;
   }
   return FileRefusal::invalid_path;
 }

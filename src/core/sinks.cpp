@@ -45,7 +45,9 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
+std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
 
 // Resolution that cannot leave `directory` and cannot pass through any link. `name` is always a
 // single component here, so RESOLVE_BENEATH matters only as defence in depth; the load-bearing
@@ -84,8 +86,8 @@ std::vector<std::string> split_name(const std::string& name) {
   std::size_t start = 0;
   while (true) {
     const std::size_t slash = name.find('/', start);
-    parts.push_back(name.substr(start, slash == std::string::npos ? std::string::npos
-                                                                  : slash - start));
+    parts.push_back(
+        name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
@@ -95,15 +97,16 @@ std::vector<std::string> split_name(const std::string& name) {
 [[noreturn]] void refuse_link(const std::string& name, const std::string& where) {
   // Names the artifact and its own relative path only: a host path could tell a model where
   // the host keeps its files.
-  throw LandingNotConfined("artifact " + detail::printable_name(name) + " was not landed: " +
-                               where + " is a link in the landing root, and the sink never "
-                                       "writes through a link",
+  throw LandingNotConfined("artifact " + detail::printable_name(name) +
+                               " was not landed: " + where +
+                               " is a link in the landing root, and the sink never "
+                               "writes through a link",
                            "landing-root");
 }
 
 [[noreturn]] void fail(const std::string& name, const std::string& what, int error) {
-  const std::string message = "artifact " + detail::printable_name(name) + ": " + what + ": " +
-                              errno_text(error);
+  const std::string message =
+      "artifact " + detail::printable_name(name) + ": " + what + ": " + errno_text(error);
   if (error == ENOTDIR) throw NotADirectory(message, name);
   if (error == EISDIR) throw IsADirectory(message, name);
   throw SystemError(message, error, name);
@@ -149,8 +152,7 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
       const int error = errno;
       if (error == ELOOP || error == EXDEV) refuse_link(name, "'" + walked + "'");
       if (error == ENOSYS) {
-        fail(name, "the kernel has no openat2, and the sink will not resolve without it",
-             error);
+        fail(name, "the kernel has no openat2, and the sink will not resolve without it", error);
       }
       fail(name, "opening directory '" + walked + "' failed", error);
     }
@@ -177,8 +179,7 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
     } else if (errno != EEXIST) {
       const int error = errno;
       if (error == ENOSYS) {
-        fail(name, "the kernel has no openat2, and the sink will not resolve without it",
-             error);
+        fail(name, "the kernel has no openat2, and the sink will not resolve without it", error);
       }
       fail(name, "creating the temporary file failed", error);
     }

@@ -91,10 +91,12 @@ TEST(ArtifactNames, NfcComposesAndRefusesInvalidUtf8) {
 
 TEST(ArtifactNames, CollisionKeyLowercasesButDoesNotCaseFold) {
   EXPECT_EQ(artifact_collision_key("Report.TXT"), artifact_collision_key("report.txt"));
-  EXPECT_EQ(artifact_collision_key("\xc3\x89t\xc3\xa9.md"),  // Été (NFC)
+  EXPECT_EQ(artifact_collision_key("\xc3\x89t\xc3\xa9.md"),    // Été (NFC)
             artifact_collision_key("e\xcc\x81t\xc3\xa9.md"));  // été with a combining accent
   // ß lowercases to itself; only case folding would turn it into "ss".
-  EXPECT_NE(artifact_collision_key("stra\xc3\x9f" "e"), artifact_collision_key("strasse"));
+  EXPECT_NE(artifact_collision_key("stra\xc3\x9f"
+                                   "e"),
+            artifact_collision_key("strasse"));
   // The ﬁ ligature is its own lowercase; folding would expand it.
   EXPECT_NE(artifact_collision_key("\xef\xac\x81le"), artifact_collision_key("file"));
   // The Kelvin sign composes to 'K' under NFC, so it collides with 'k'.
@@ -110,7 +112,7 @@ TEST(ArtifactNames, PortableNameRewritesOnlyMicrosoftsDocumentedSet) {
   EXPECT_EQ(portable_name("dir/aux.tar.gz"), "dir/aux_.tar.gz");
   EXPECT_EQ(portable_name("com7.log"), "com7_.log");
   EXPECT_EQ(portable_name("lpt\xc2\xb9.log"), "lpt\xc2\xb9_.log");  // LPT¹
-  EXPECT_EQ(portable_name("COM\xe2\x81\xb4"), "COM\xe2\x81\xb4");    // COM⁴ is legal
+  EXPECT_EQ(portable_name("COM\xe2\x81\xb4"), "COM\xe2\x81\xb4");   // COM⁴ is legal
   EXPECT_EQ(portable_name("console.txt"), "console.txt");
   EXPECT_EQ(portable_name("a//b"), "a/_/b");
   EXPECT_EQ(portable_name("..."), "_");

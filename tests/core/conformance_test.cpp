@@ -1,5 +1,7 @@
 // The conformance suites: green on the in-process emulator, and — the part that matters — red
 // on sandboxes that break the properties, so no probe is one that cannot fail.
+#include "airlock/conformance.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -7,11 +9,11 @@
 #include <string>
 #include <thread>
 
-#include "airlock/conformance.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/testing.hpp"
 #include "core/sandbox_doubles.hpp"
+#include "support/host_sandbox.hpp"
 
 namespace airlock::conformance {
 namespace {
@@ -84,14 +86,14 @@ TEST(Conformance, ReferenceProbesComeFirstInTheReferencesOrder) {
   for (const auto& probe : probes) {
     if (probe.suite == "files_out" && probe.reference) files_out.push_back(probe.probe);
   }
-  EXPECT_EQ(files_out, (std::vector<std::string>{
-                           "a-legitimate-read-still-works", "a-link-is-named-a-link",
-                           "a-link-is-never-read", "stat-through-a-linked-parent",
-                           "read-through-a-linked-parent", "a-linked-working-directory",
-                           "a-linked-ancestor-of-the-working-directory",
-                           "a-plain-parent-is-not-an-escape", "listing-a-linked-directory",
-                           "listing-through-a-linked-parent", "listing-under-a-linked-ancestor",
-                           "a-listing-names-its-links"}));
+  EXPECT_EQ(files_out,
+            (std::vector<std::string>{
+                "a-legitimate-read-still-works", "a-link-is-named-a-link", "a-link-is-never-read",
+                "stat-through-a-linked-parent", "read-through-a-linked-parent",
+                "a-linked-working-directory", "a-linked-ancestor-of-the-working-directory",
+                "a-plain-parent-is-not-an-escape", "listing-a-linked-directory",
+                "listing-through-a-linked-parent", "listing-under-a-linked-ancestor",
+                "a-listing-names-its-links"}));
   for (const auto& probe : probes) {
     EXPECT_FALSE(probe.why.empty()) << probe.probe;
     EXPECT_TRUE(probe.needs.contains(probe.suite == "files_out"      ? Capability::files_out
@@ -145,8 +147,8 @@ class LinkFollowingSandbox : public test::ForwardingSandbox {
   using ForwardingSandbox::ForwardingSandbox;
   std::string read_file(std::string_view path, std::string_view working_directory,
                         std::uint64_t max_bytes) override {
-    const std::string absolute = normalize_guest_path(std::string(working_directory) + "/" +
-                                                      std::string(path));
+    const std::string absolute =
+        normalize_guest_path(std::string(working_directory) + "/" + std::string(path));
     ExecOptions options;
     options.working_directory = "/";
     options.timeout = Milliseconds(1000);  // a FIFO blocks `cat` until then
@@ -203,13 +205,14 @@ class CheckThenReadSandbox : public test::ForwardingSandbox {
     if (!entry) throw NotFound("missing");
     if (entry->kind != EntryKind::file) throw SystemError("not a regular file");
     std::this_thread::sleep_for(std::chrono::microseconds(500));
-    const std::string absolute = normalize_guest_path(std::string(working_directory) + "/" +
-                                                      std::string(path));
+    const std::string absolute =
+        normalize_guest_path(std::string(working_directory) + "/" + std::string(path));
     ExecOptions options;
     options.working_directory = "/";
     const ExecResult cat = inner().exec(Command::argv({"cat", absolute}), options);
     if (cat.exit_code != 0) throw NotFound("vanished", absolute);
-    if (cat.stdout_bytes.size() > max_bytes) throw TransferCapExceeded("max_bytes", absolute, max_bytes);
+    if (cat.stdout_bytes.size() > max_bytes)
+      throw TransferCapExceeded("max_bytes", absolute, max_bytes);
     return cat.stdout_bytes;
   }
 };
@@ -253,7 +256,8 @@ TEST(Conformance, FilesInCatchesAWriteThatFollowsLinks) {
     ExecOptions options;
     options.working_directory = "/";
     options.stdin_bytes = std::string(content);
-    f.memory->exec(Command::argv({"mkdir", "-p", absolute.substr(0, absolute.rfind('/'))}), options);
+    f.memory->exec(Command::argv({"mkdir", "-p", absolute.substr(0, absolute.rfind('/'))}),
+                   options);
     f.memory->exec(Command::argv({"sh", "-c", "cat > \"$1\"", "w", absolute}), options);
   };
   const auto results = by_name(run_files_in_conformance(f.subject));
@@ -274,9 +278,9 @@ TEST(Conformance, FilesDeleteCatchesARemovalThatFollowsLinks) {
       ExecOptions options;
       options.working_directory = "/";
       // Follows a link to a file: removes the target, then the link.
-      inner().exec(Command::argv({"sh", "-c", "cat \"$1\" > /dev/null && rm -f \"$1\"", "r",
-                                  absolute}),
-                   options);
+      inner().exec(
+          Command::argv({"sh", "-c", "cat \"$1\" > /dev/null && rm -f \"$1\"", "r", absolute}),
+          options);
     }
   };
   auto memory = std::make_shared<testing::InProcessSandbox>();
@@ -355,10 +359,50 @@ TEST(Conformance, TheEgressSuiteNeedsItsPositiveControl) {
   // The in-process fake has no network (curl is not emulated): the allowed host is never
   // reached, so the suite must fail rather than pass on the deny probe alone.
   Fixture f;
-  const auto results = by_name(run_egress_conformance(f.subject, "https://allowed.example/",
-                                                      "https://denied.example/"));
+  const auto results = by_name(
+      run_egress_conformance(f.subject, "https://allowed.example/", "https://denied.example/"));
   EXPECT_EQ(results.at("an-allowed-host-is-reachable").outcome, ProbeOutcome::failed);
   EXPECT_EQ(results.at("a-denied-host-is-refused").outcome, ProbeOutcome::passed);
+}
+
+// The probes' own guest commands — `ln -sfn`, `ln`, `mkfifo`, the race flips built from `rm`,
+// `ln`, `mkdir`, `mv` and redirections — run here on a real dash, coreutils and kernel, so a
+// planting mistake is found without any backend. The host double is no sandbox (it checks, then
+// reads; it cannot tell a hard link), so some properties may fail on it; the harness itself must
+// never be what failed, and whatever a plain lstat walk guarantees must hold.
+TEST(Conformance, TheProbesOwnGuestCommandsWorkOnARealShell) {
+  test_support::TempDir scratch;
+  test_support::HostSandbox host;
+  PosixGuestSubject subject(
+      host, scratch.path() + "/work",
+      CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out});
+  std::vector<ProbeResult> results = run_files_out_conformance(subject);
+  const auto files_in = run_files_in_conformance(subject);
+  results.insert(results.end(), files_in.begin(), files_in.end());
+  for (const auto& result : results) {
+    if (result.outcome != ProbeOutcome::failed) continue;
+    for (const char* harness :
+         {"could not flip", "could not be driven", "never interleaved", "planting",
+          "the guest could not", "` in the guest exited", "positive control"}) {
+      EXPECT_EQ(result.detail.find(harness), std::string::npos)
+          << result.probe << " failed in the harness: " << result.detail;
+    }
+  }
+  const auto named = by_name(results);
+  for (const char* walked :
+       {"a-legitimate-read-still-works", "a-link-is-named-a-link", "a-link-is-never-read",
+        "stat-through-a-linked-parent", "read-through-a-linked-parent",
+        "a-linked-working-directory", "a-linked-ancestor-of-the-working-directory",
+        "a-plain-parent-is-not-an-escape", "a-dangling-link-is-named-a-link",
+        "a-fifo-planted-as-an-output-is-never-read", "a-path-with-a-nul-byte-is-refused",
+        "a-path-through-a-linked-parent-is-refused", "a-linked-destination-is-refused-not-followed",
+        "every-byte-value-survives-the-round-trip"}) {
+    ASSERT_TRUE(named.contains(walked)) << walked;
+    EXPECT_EQ(named.at(walked).outcome, ProbeOutcome::passed)
+        << walked << ": " << named.at(walked).detail;
+  }
+  // Exec runs real processes here: every exec probe must hold, the kill included.
+  expect_all_passed(run_exec_conformance(subject));
 }
 
 TEST(Conformance, PathsShareAStringPrefixWithTheWorkDirectory) {
@@ -366,7 +410,8 @@ TEST(Conformance, PathsShareAStringPrefixWithTheWorkDirectory) {
   EXPECT_EQ(paths.work, "/a/work");
   EXPECT_EQ(paths.outside, "/a/work-outside");
   EXPECT_EQ(paths.beyond("x.txt"), "../work-outside/x.txt");
-  EXPECT_EQ(normalize_guest_path(paths.work + "/" + paths.beyond("x.txt")), "/a/work-outside/x.txt");
+  EXPECT_EQ(normalize_guest_path(paths.work + "/" + paths.beyond("x.txt")),
+            "/a/work-outside/x.txt");
 }
 
 }  // namespace

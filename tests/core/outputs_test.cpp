@@ -1,5 +1,7 @@
 // collect_outputs: the phase order and every refusal, attacked through an in-memory sandbox
 // and doubles that lie, time out or grow files between phases.
+#include "airlock/outputs.hpp"
+
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
-#include "airlock/outputs.hpp"
 #include "airlock/testing.hpp"
 #include "core/sandbox_doubles.hpp"
 
@@ -135,8 +136,7 @@ TEST(CollectOutputs, ConsumeOutputsNeedNoSinkAndAreStatedButNeverRead) {
 TEST(CollectOutputs, InvalidNamesAreRefusedBeforeTheSandboxIsTouched) {
   Harness h;
   for (const std::string path : {"../escape.txt", "/etc/passwd", "a//b", "a\\b", ""}) {
-    EXPECT_THROW(collect_outputs(h.sandbox, spec_with({land(path)}), &h.sink),
-                 ArtifactNameInvalid)
+    EXPECT_THROW(collect_outputs(h.sandbox, spec_with({land(path)}), &h.sink), ArtifactNameInvalid)
         << path;
     EXPECT_THROW(collect_outputs(h.sandbox, spec_with({consume(path)}), &h.sink),
                  ArtifactNameInvalid)
@@ -200,14 +200,18 @@ TEST(CollectOutputs, NamesDifferingOnlyByCaseOrUnicodeFormCollide) {
 
 TEST(CollectOutputs, SharpSAndSsDoNotCollideBecauseLowercaseIsNotCaseFolding) {
   Harness h;
-  h.file("stra\xc3\x9f" "e.txt", "1");
+  h.file(
+      "stra\xc3\x9f"
+      "e.txt",
+      "1");
   h.file("strasse.txt", "2");
   h.file("\xef\xac\x81le.txt", "3");
   h.file("file.txt", "4");
   const auto landed = collect_outputs(
       h.sandbox,
-      spec_with({land("stra\xc3\x9f" "e.txt"), land("strasse.txt"), land("\xef\xac\x81le.txt"),
-                 land("file.txt")}),
+      spec_with({land("stra\xc3\x9f"
+                      "e.txt"),
+                 land("strasse.txt"), land("\xef\xac\x81le.txt"), land("file.txt")}),
       &h.sink);
   EXPECT_EQ(landed.size(), 4u);
 }
@@ -233,8 +237,7 @@ TEST(CollectOutputs, AMissingOptionalOutputIsSkippedAndNotCounted) {
   Harness h;
   h.file("present.txt", "x");
   const auto landed = collect_outputs(
-      h.sandbox, spec_with({land("absent.txt", false), land("present.txt")}, {10, 10, 1}),
-      &h.sink);
+      h.sandbox, spec_with({land("absent.txt", false), land("present.txt")}, {10, 10, 1}), &h.sink);
   ASSERT_EQ(landed.size(), 1u);
   EXPECT_EQ(h.delivered[0].name, "present.txt");
 }
@@ -254,8 +257,7 @@ TEST(CollectOutputs, DirectoriesAndFifosAreNotRegular) {
   h.memory->seed_directory(std::string(kWork) + "/dir");
   h.memory->seed_other(std::string(kWork) + "/fifo");
   EXPECT_THROW(collect_outputs(h.sandbox, spec_with({land("dir")}), &h.sink), OutputNotRegular);
-  EXPECT_THROW(collect_outputs(h.sandbox, spec_with({consume("fifo")}), nullptr),
-               OutputNotRegular);
+  EXPECT_THROW(collect_outputs(h.sandbox, spec_with({consume("fifo")}), nullptr), OutputNotRegular);
 }
 
 TEST(CollectOutputs, AnOutputThroughALinkedParentIsNotConfined) {
@@ -380,8 +382,7 @@ TEST(CollectOutputs, TheReadPhaseCountsTheBytesThatActuallyArrived) {
     return std::string(64, 'x');
   };
   const auto refused = refusal_of<TransferCapExceeded>([&] {
-    collect_outputs(h.sandbox, spec_with({land("a.txt"), land("b.txt")}, {100, 100, 10}),
-                    &h.sink);
+    collect_outputs(h.sandbox, spec_with({land("a.txt"), land("b.txt")}, {100, 100, 10}), &h.sink);
   });
   EXPECT_EQ(refused.cap(), "files_out.max_total_bytes");
   EXPECT_TRUE(h.delivered.empty()) << "bytes over the cap reached the sink";
@@ -428,10 +429,10 @@ TEST(CollectOutputs, ASinkRefusingPartWayLeavesTheEarlierDeliveries) {
                         return LandedArtifact{artifact.name, artifact.name, std::nullopt};
                       },
                       NameNormalization::nfc};
-  EXPECT_THROW(collect_outputs(h.sandbox,
-                               spec_with({land("one.txt"), land("two.txt"), land("three.txt")}),
-                               &refusing),
-               LandingNotConfined);
+  EXPECT_THROW(
+      collect_outputs(h.sandbox, spec_with({land("one.txt"), land("two.txt"), land("three.txt")}),
+                      &refusing),
+      LandingNotConfined);
   ASSERT_EQ(h.delivered.size(), 1u);
   EXPECT_EQ(h.delivered[0].name, "one.txt");
 }

@@ -57,8 +57,7 @@ class ForwardingSandbox : public Sandbox {
                                      std::string_view working_directory) override {
     return inner_->list_dir(path, working_directory);
   }
-  void remove(std::string_view path, std::string_view working_directory,
-              bool recursive) override {
+  void remove(std::string_view path, std::string_view working_directory, bool recursive) override {
     inner_->remove(path, working_directory, recursive);
   }
 

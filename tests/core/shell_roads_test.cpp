@@ -1,7 +1,10 @@
 // The shell roads against the in-process emulator: whole-or-nothing writes, probes that
 // classify refusals, caps before any byte moves, and unknown ends said so.
+#include "airlock/shell_roads.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,11 +14,11 @@
 #include <string>
 #include <thread>
 
+#include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
-#include "airlock/shell_roads.hpp"
 #include "airlock/testing.hpp"
-#include "core/host_shell_sandbox.hpp"
 #include "core/sandbox_doubles.hpp"
+#include "support/host_sandbox.hpp"
 
 namespace airlock {
 namespace {
@@ -100,8 +103,7 @@ TEST(ShellRoads, AWriteIsChunkedStagedAndMovedIntoPlaceWhole) {
   EXPECT_NE(lines[1].find(".airlock-stage-"), std::string::npos);
   EXPECT_EQ(lines.back().rfind("mv -f -- '/tmp/.airlock-stage-", 0), 0u) << lines.back();
   // No staging file is left behind.
-  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root())
-                .stdout_bytes,
+  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root()).stdout_bytes,
             "target.txt\n");
 }
 
@@ -125,7 +127,8 @@ TEST(ShellRoads, ALinkInThePathIsAnInvalidPath) {
   roads.memory->seed_file("/outside/secret.txt", "secret");
   roads.memory->seed_symlink("/tmp/linked", "/outside");
   roads.memory->seed_symlink("/tmp/link-file", "/outside/secret.txt");
-  EXPECT_EQ(refusal_of([&] { roads.write("/tmp/linked/new.txt", "x"); }), FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] { roads.write("/tmp/linked/new.txt", "x"); }),
+            FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/link-file", "x"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/linked/secret.txt"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/link-file"); }), FileRefusal::invalid_path);
@@ -158,8 +161,7 @@ TEST(ShellRoads, PermissionsOnTheTargetAndItsDirectoryAreClassified) {
   Roads roads;
   roads.memory->seed_file("/tmp/unreadable.txt", "x");
   roads.memory->set_mode("/tmp/unreadable.txt", 0200);
-  EXPECT_EQ(refusal_of([&] { roads.read("/tmp/unreadable.txt"); }),
-            FileRefusal::permission_denied);
+  EXPECT_EQ(refusal_of([&] { roads.read("/tmp/unreadable.txt"); }), FileRefusal::permission_denied);
   roads.memory->seed_file("/tmp/readonly.txt", "keep");
   roads.memory->set_mode("/tmp/readonly.txt", 0444);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/readonly.txt", "x"); }),
@@ -180,9 +182,7 @@ TEST(ShellRoads, ADirectoryTargetIsIsDirectory) {
 
 TEST(ShellRoads, ANonRegularTargetIsRefusedWithoutReadingIt) {
   Roads roads;
-  ASSERT_EQ(roads.memory->exec(Command::argv({"mkfifo", "/tmp/fifo"}), in_root())
-                .exit_code,
-            0);
+  ASSERT_EQ(roads.memory->exec(Command::argv({"mkfifo", "/tmp/fifo"}), in_root()).exit_code, 0);
   EXPECT_EQ(refusal_of([&] { roads.read("/tmp/fifo"); }), FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { roads.write("/tmp/fifo", "x"); }), FileRefusal::invalid_path);
 }
@@ -211,11 +211,17 @@ TEST(ShellRoads, CapsAreAppliedBeforeAnyByteMoves) {
     ADD_FAILURE() << "expected TransferCapExceeded";
     return std::string();
   };
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{10, 100, 1}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{10, 100, 1});
+            }),
             "files_in.max_bytes_per_file");
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{100, 10, 1}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", std::string(11, 'x'), TransferLimits{100, 10, 1});
+            }),
             "files_in.max_total_bytes");
-  EXPECT_EQ(cap_of([&] { roads.write("/tmp/big", "x", TransferLimits{100, 100, 0}); }),
+  EXPECT_EQ(cap_of([&] {
+              roads.write("/tmp/big", "x", TransferLimits{100, 100, 0});
+            }),
             "files_in.max_files");
   EXPECT_EQ(roads.sandbox.execs, 0) << "a command ran before the caps were applied";
   roads.memory->seed_file("/tmp/large.txt", std::string(100, 'l'));
@@ -312,9 +318,8 @@ TEST(ShellRoads, ACommandThatEndedBadlyIsFailedAndCleansUp) {
     EXPECT_NE(std::string(failed.what()).find("No space left"), std::string::npos);
   }
   EXPECT_FALSE(roads.memory->exists("/tmp/full.txt"));
-  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root())
-                .stdout_bytes,
-            "") << "the staging file was left behind";
+  EXPECT_EQ(roads.memory->exec(Command::argv({"ls", "-A", "/tmp"}), in_root()).stdout_bytes, "")
+      << "the staging file was left behind";
 }
 
 TEST(ShellRoads, AShortStagedFileIsNeverMovedIntoPlace) {
@@ -364,19 +369,10 @@ namespace {
 
 class RealShellRoads : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "airlock-roads-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    scratch_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    std::filesystem::remove_all(scratch_, ignored);
-  }
-  std::string at(const std::string& relative) const { return (scratch_ / relative).string(); }
+  std::string at(const std::string& relative) const { return scratch_.path() + "/" + relative; }
 
-  std::filesystem::path scratch_;
-  test::HostShellSandbox shell_;
+  test_support::TempDir scratch_;
+  test_support::HostSandbox shell_;
 };
 
 TEST_F(RealShellRoads, BinaryBytesRoundTripThroughRealUtilities) {
@@ -407,10 +403,9 @@ TEST_F(RealShellRoads, RealLinksFifosAndDirectoriesAreClassified) {
   ASSERT_EQ(::mkfifo(at("fifo").c_str(), 0600), 0);
   EXPECT_EQ(refusal_of([&] { write_file_over_exec(shell_, at("linked/x"), "x", "/", kTimeout); }),
             FileRefusal::invalid_path);
-  EXPECT_EQ(refusal_of([&] {
-              read_file_over_exec(shell_, at("linked/secret.txt"), "/", kTimeout, 100);
-            }),
-            FileRefusal::invalid_path);
+  EXPECT_EQ(
+      refusal_of([&] { read_file_over_exec(shell_, at("linked/secret.txt"), "/", kTimeout, 100); }),
+      FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("fifo"), "/", kTimeout, 100); }),
             FileRefusal::invalid_path);
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("outside"), "/", kTimeout, 100); }),
@@ -418,6 +413,112 @@ TEST_F(RealShellRoads, RealLinksFifosAndDirectoriesAreClassified) {
   EXPECT_EQ(refusal_of([&] { read_file_over_exec(shell_, at("absent"), "/", kTimeout, 100); }),
             FileRefusal::not_found);
   EXPECT_FALSE(std::filesystem::exists(at("outside/x")));
+}
+
+}  // namespace
+}  // namespace airlock
+
+// ---- the same roads against the linux backend, for paths outside the work directory ---------
+
+namespace airlock {
+namespace {
+
+// Reaches the linux backend through the factory by name (core's tests include no backend), and
+// skips loudly when it is not in this tree or cannot run here.
+class ShellRoadsOnLinux : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "SKIPPED: the linux backend needs root here";
+    try {
+      backend_ = make_backend("linux", json::Json{{"state_dir", state_.path()}}, "backend");
+    } catch (const InvalidArgument& refused) {
+      if (refused.message().find("unknown backend type") == std::string::npos) throw;
+      GTEST_SKIP() << "SKIPPED: the linux backend is not in this tree (" << refused.message()
+                   << ")";
+    }
+    SandboxSpec::Fields fields;
+    fields.kind = "shell-roads";
+    sandbox_ = backend_->acquire(key_, SandboxSpec(fields));
+  }
+  void TearDown() override {
+    sandbox_.reset();
+    if (backend_) {
+      backend_->dispose(key_);
+      backend_->purge_all();
+    }
+  }
+  ExecResult sh(const std::string& line) {
+    ExecOptions options;
+    options.working_directory = "/";
+    options.timeout = kTimeout;
+    return sandbox_->exec(Command::shell(line), options);
+  }
+
+  test_support::TempDir state_;
+  SandboxKey key_{"shell-roads", "linux", "test"};
+  std::shared_ptr<SandboxBackend> backend_;
+  std::shared_ptr<Sandbox> sandbox_;
+};
+
+TEST_F(ShellRoadsOnLinux, AWriteOutsideTheWorkDirectoryLandsWholeAndReadsBack) {
+  std::string payload;
+  for (int i = 0; i < 300'000; ++i) payload += static_cast<char>((i * 131 + 7) & 0xFF);
+  write_file_over_exec(*sandbox_, "/tmp/roads/deep/file.bin", payload, kDefaultWorkDir, kTimeout);
+  EXPECT_EQ(read_file_over_exec(*sandbox_, "/tmp/roads/deep/file.bin", kDefaultWorkDir, kTimeout,
+                                payload.size()),
+            payload);
+  EXPECT_EQ(sh("ls -A /tmp/roads/deep").stdout_bytes, "file.bin\n") << "a staging file was left";
+  EXPECT_EQ(sh("wc -c < /tmp/roads/deep/file.bin").stdout_text().find("300000"), 0u);
+}
+
+TEST_F(ShellRoadsOnLinux, ALinkPlantedByTheGuestIsAnInvalidPath) {
+  ASSERT_EQ(sh("mkdir -p /tmp/outside && printf secret > /tmp/outside/secret.txt && "
+               "ln -s /tmp/outside /tmp/linked")
+                .exit_code,
+            0);
+  EXPECT_EQ(refusal_of([&] {
+              write_file_over_exec(*sandbox_, "/tmp/linked/new.txt", "x", "/", kTimeout);
+            }),
+            FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] {
+              read_file_over_exec(*sandbox_, "/tmp/linked/secret.txt", "/", kTimeout, 100);
+            }),
+            FileRefusal::invalid_path);
+  EXPECT_NE(sh("test -e /tmp/outside/new.txt").exit_code, 0);
+}
+
+TEST_F(ShellRoadsOnLinux, AFifoMissingFilesAndDirectoriesAreClassifiedWithoutHanging) {
+  ASSERT_EQ(sh("mkfifo /tmp/fifo").exit_code, 0);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp/fifo", "/", kTimeout, 100); }),
+            FileRefusal::invalid_path);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp/absent", "/", kTimeout, 100); }),
+            FileRefusal::not_found);
+  EXPECT_EQ(refusal_of([&] { read_file_over_exec(*sandbox_, "/tmp", "/", kTimeout, 100); }),
+            FileRefusal::is_directory);
+}
+
+TEST_F(ShellRoadsOnLinux, TheReadOnlyHostRootIsPermissionDeniedAndStaysUntouched) {
+  // The host root is mounted read-only in the guest: the probe sees it cannot write there.
+  EXPECT_EQ(refusal_of([&] {
+              write_file_over_exec(*sandbox_, "/etc/airlock-roads-probe", "x", "/", kTimeout);
+            }),
+            FileRefusal::permission_denied);
+  EXPECT_FALSE(std::filesystem::exists("/etc/airlock-roads-probe"));
+  const ExecResult hostname = sh("cat /etc/hostname");
+  if (hostname.exit_code == 0) {
+    EXPECT_EQ(read_file_over_exec(*sandbox_, "/etc/hostname", "/", kTimeout, 4096),
+              hostname.stdout_bytes);
+  }
+}
+
+TEST_F(ShellRoadsOnLinux, CapsAreAppliedBeforeAnyCommand) {
+  EXPECT_THROW(write_file_over_exec(*sandbox_, "/tmp/big", std::string(11, 'x'), "/", kTimeout,
+                                    TransferLimits{10, 100, 1}),
+               TransferCapExceeded);
+  EXPECT_NE(sh("test -e /tmp/big").exit_code, 0);
+  ASSERT_EQ(sh("head -c 5000 /dev/zero > /tmp/large").exit_code, 0);
+  EXPECT_THROW(read_file_over_exec(*sandbox_, "/tmp/large", "/", kTimeout, 4999),
+               TransferCapExceeded);
 }
 
 }  // namespace

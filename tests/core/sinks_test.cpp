@@ -1,5 +1,7 @@
 // The file-system sink as a guarantee: links planted in the landing root, and links raced into
 // it by a concurrent thread, never carry a write outside.
+#include "airlock/sinks.hpp"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdio.h>
@@ -14,7 +16,6 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
-#include "airlock/sinks.hpp"
 
 namespace airlock {
 namespace {

@@ -2,6 +2,7 @@
 // ceiling) and its filesystem, which is the in-process sandbox's own node map.
 #include "backends/testing/emulator.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
@@ -99,6 +100,8 @@ std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulat
       value = std::to_string(frame.positional.empty() ? 0 : frame.positional.size() - 1);
     } else if (name == "?") {
       value = std::to_string(frame.last_status);
+    } else if (name == "$") {
+      value = std::to_string(frame.process_id);
     } else {
       const std::size_t index = std::stoul(name);
       if (index < frame.positional.size()) value = frame.positional[index];
@@ -112,7 +115,9 @@ std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulat
   return fields;
 }
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
+std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
 
 }  // namespace
 
@@ -147,9 +152,9 @@ void InProcessSandbox::Emulator::emit(std::string& stream, std::string_view byte
 void InProcessSandbox::Emulator::check_deadline() {
   if (options_.stop.stop_requested()) throw Timeout("cancelled", true, stdout_, stderr_);
   if (std::chrono::steady_clock::now() >= deadline_) {
-    throw Timeout("the command did not finish within " +
-                      std::to_string(options_.timeout.count()) + " ms",
-                  true, stdout_, stderr_);
+    throw Timeout(
+        "the command did not finish within " + std::to_string(options_.timeout.count()) + " ms",
+        true, stdout_, stderr_);
   }
 }
 
@@ -190,8 +195,10 @@ std::optional<ExecResult> InProcessSandbox::Emulator::run(const Command& command
   }
 
   std::string stdin_bytes = options_.stdin_bytes;
+  static std::atomic<long> next_process_id{100};
   Frame frame;
   frame.cwd = cwd;
+  frame.process_id = ++next_process_id;
   frame.shared_stdin = &stdin_bytes;
   frame.out = [this](std::string_view bytes) { emit(stdout_, bytes); };
   frame.err = [this](std::string_view bytes) { emit(stderr_, bytes); };
@@ -245,11 +252,10 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
           enum class Kind { frame_out, frame_err, pipe, file, discard } kind;
           std::string path;
         };
-        Destination destinations[3] = {{Destination::Kind::discard, {}},
-                                       {last ? Destination::Kind::frame_out
-                                             : Destination::Kind::pipe,
-                                        {}},
-                                       {Destination::Kind::frame_err, {}}};
+        Destination destinations[3] = {
+            {Destination::Kind::discard, {}},
+            {last ? Destination::Kind::frame_out : Destination::Kind::pipe, {}},
+            {Destination::Kind::frame_err, {}}};
         Io io;
         io.input = std::move(piped);
         piped.reset();
@@ -313,11 +319,20 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
         auto route = [&](const Destination& destination, const std::string& bytes) {
           if (bytes.empty()) return;
           switch (destination.kind) {
-            case Destination::Kind::frame_out: frame.out(bytes); break;
-            case Destination::Kind::frame_err: frame.err(bytes); break;
-            case Destination::Kind::pipe: pipe_out += bytes; break;
-            case Destination::Kind::file: append_bytes(destination.path, bytes); break;
-            case Destination::Kind::discard: break;
+            case Destination::Kind::frame_out:
+              frame.out(bytes);
+              break;
+            case Destination::Kind::frame_err:
+              frame.err(bytes);
+              break;
+            case Destination::Kind::pipe:
+              pipe_out += bytes;
+              break;
+            case Destination::Kind::file:
+              append_bytes(destination.path, bytes);
+              break;
+            case Destination::Kind::discard:
+              break;
           }
         };
         route(destinations[1], io.out);
@@ -331,7 +346,8 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
   return status;
 }
 
-// ---- the filesystem ------------------------------------------------------------------------------
+// ---- the filesystem
+// ------------------------------------------------------------------------------
 
 InProcessSandbox::Emulator::Lookup InProcessSandbox::Emulator::lookup(const std::string& cwd,
                                                                       std::string_view path,
@@ -532,8 +548,7 @@ int InProcessSandbox::Emulator::open_for_write(const std::string& cwd, const std
   return 0;
 }
 
-void InProcessSandbox::Emulator::append_bytes(const std::string& absolute,
-                                              std::string_view bytes) {
+void InProcessSandbox::Emulator::append_bytes(const std::string& absolute, std::string_view bytes) {
   std::lock_guard lock(sandbox_.mutex_);
   auto found = sandbox_.nodes_.find(absolute);
   if (found == sandbox_.nodes_.end()) {

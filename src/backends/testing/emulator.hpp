@@ -26,7 +26,8 @@ namespace airlock::testing {
 
 namespace emulation {
 
-// One piece of a word: literal text, or a positional/special parameter ($1, $@, $#, $?, $0).
+// One piece of a word: literal text, or a positional/special parameter ($1, $@, $#, $?, $0,
+// $$).
 struct WordPart {
   enum class Kind { literal, parameter };
   Kind kind = Kind::literal;
@@ -44,7 +45,7 @@ struct Redirection {
   enum class Operation { write, append, read, duplicate };
   int fd = 1;
   Operation operation = Operation::write;
-  Word target;         // write/append/read
+  Word target;           // write/append/read
   int duplicate_of = 1;  // duplicate: `fd>&duplicate_of`
 };
 
@@ -104,6 +105,7 @@ class InProcessSandbox::Emulator {
     std::function<void(std::string_view)> out;
     std::function<void(std::string_view)> err;
     std::string* shared_stdin = nullptr;  // the exec's stdin, consumed by the first reader
+    long process_id = 0;                  // $$: distinct for every exec
   };
   // One command's streams. `input` is piped or redirected stdin (nullopt: the frame's).
   struct Io {
@@ -156,8 +158,8 @@ class InProcessSandbox::Emulator {
  private:
   struct Lookup {
     int error = 0;
-    std::string path;                // where the entry is (or would be created)
-    std::optional<EntryKind> kind;   // nullopt: nothing there
+    std::string path;               // where the entry is (or would be created)
+    std::optional<EntryKind> kind;  // nullopt: nothing there
   };
   Lookup lookup(const std::string& cwd, std::string_view path, bool follow_final) const;
   unsigned mode_of(const std::string& absolute) const;

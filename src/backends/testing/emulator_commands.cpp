@@ -17,7 +17,9 @@ namespace {
 using Emulator = InProcessSandbox::Emulator;
 using Arguments = std::vector<std::string>;
 
-std::string errno_text(int error) { return std::generic_category().message(error); }
+std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
 
 int fail(Emulator::Io& io, const std::string& command, const std::string& path, int error,
          int status = 1) {
@@ -51,7 +53,9 @@ bool parse_flags(const Arguments& arguments, std::string_view allowed, std::stri
   return true;
 }
 
-bool has(const std::string& flags, char flag) { return flags.find(flag) != std::string::npos; }
+bool has(const std::string& flags, char flag) {
+  return flags.find(flag) != std::string::npos;
+}
 
 std::optional<long long> parse_integer(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
@@ -66,17 +70,38 @@ std::optional<long long> parse_integer(std::string_view text) {
 std::size_t escape(std::string_view text, std::size_t i, std::string& out, bool octal_zero) {
   const char c = text[i + 1];
   switch (c) {
-    case 'n': out += '\n'; return 2;
-    case 't': out += '\t'; return 2;
-    case 'r': out += '\r'; return 2;
-    case 'a': out += '\a'; return 2;
-    case 'b': out += '\b'; return 2;
-    case 'f': out += '\f'; return 2;
-    case 'v': out += '\v'; return 2;
-    case '\\': out += '\\'; return 2;
-    case '"': out += '"'; return 2;
-    case '\'': out += '\''; return 2;
-    default: break;
+    case 'n':
+      out += '\n';
+      return 2;
+    case 't':
+      out += '\t';
+      return 2;
+    case 'r':
+      out += '\r';
+      return 2;
+    case 'a':
+      out += '\a';
+      return 2;
+    case 'b':
+      out += '\b';
+      return 2;
+    case 'f':
+      out += '\f';
+      return 2;
+    case 'v':
+      out += '\v';
+      return 2;
+    case '\\':
+      out += '\\';
+      return 2;
+    case '"':
+      out += '"';
+      return 2;
+    case '\'':
+      out += '\'';
+      return 2;
+    default:
+      break;
   }
   if (c >= '0' && c <= '7') {
     std::size_t j = i + 1;
@@ -240,17 +265,27 @@ int evaluate_test(Emulator& emulator, Emulator::Frame& frame, Arguments argument
     const bool no_follow = op == "-L" || op == "-h";
     const Emulator::Facts facts = emulator.facts(frame.cwd, operand, !no_follow);
     bool result = false;
-    if (op == "-e") result = facts.exists;
-    else if (op == "-f") result = facts.is_file;
-    else if (op == "-d") result = facts.is_directory;
-    else if (no_follow) result = facts.is_link;
-    else if (op == "-s") result = facts.is_file && facts.size > 0;
-    else if (op == "-r") result = facts.exists && facts.readable;
-    else if (op == "-w") result = facts.exists && facts.writable;
-    else if (op == "-x") result = facts.exists && facts.executable;
-    else if (op == "-p") result = facts.exists && !facts.is_file && !facts.is_directory &&
-                                  !facts.is_link && operand != "/dev/null" && operand != "/dev/zero";
-    else return usage(io, "test", "unary operator " + op);
+    if (op == "-e")
+      result = facts.exists;
+    else if (op == "-f")
+      result = facts.is_file;
+    else if (op == "-d")
+      result = facts.is_directory;
+    else if (no_follow)
+      result = facts.is_link;
+    else if (op == "-s")
+      result = facts.is_file && facts.size > 0;
+    else if (op == "-r")
+      result = facts.exists && facts.readable;
+    else if (op == "-w")
+      result = facts.exists && facts.writable;
+    else if (op == "-x")
+      result = facts.exists && facts.executable;
+    else if (op == "-p")
+      result = facts.exists && !facts.is_file && !facts.is_directory && !facts.is_link &&
+               operand != "/dev/null" && operand != "/dev/zero";
+    else
+      return usage(io, "test", "unary operator " + op);
     return result ? 0 : 1;
   }
   if (arguments.size() == 3) {
@@ -282,8 +317,7 @@ int run_sleep(Emulator& emulator, const Arguments& arguments, Emulator::Io& io) 
   if (!text.empty() && text.back() == 's') text.pop_back();
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(seconds) ||
-      seconds < 0) {
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(seconds) || seconds < 0) {
     io.err += "sleep: invalid time interval '" + arguments[1] + "'\n";
     return 1;
   }
@@ -451,8 +485,8 @@ int run_ls(Emulator& emulator, Emulator::Frame& frame, const Arguments& argument
   for (const auto& operand : operands) {
     std::vector<std::string> names;
     bool directory = false;
-    const int error = emulator.list_names(frame.cwd, operand, !flags.empty() && flags != "1",
-                                          names, directory);
+    const int error =
+        emulator.list_names(frame.cwd, operand, !flags.empty() && flags != "1", names, directory);
     if (error != 0) {
       io.err += "ls: cannot access '" + operand + "': " + errno_text(error) + "\n";
       status = 2;
@@ -477,6 +511,7 @@ int run_sh(Emulator& emulator, Emulator::Frame& frame, const Arguments& argument
   }
   Emulator::Frame inner;
   inner.cwd = frame.cwd;
+  inner.process_id = frame.process_id + 1;
   if (arguments.size() > 3) {
     inner.positional.assign(arguments.begin() + 3, arguments.end());
   } else {

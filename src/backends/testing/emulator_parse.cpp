@@ -17,7 +17,9 @@ struct Token {
   Redirection redirection;  // kind == redirection (target filled by the next word)
 };
 
-bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+}
 
 class Lexer {
  public:
@@ -132,7 +134,7 @@ class Lexer {
   bool parameter(Word& out, bool quoted) {
     const char next = peek(1);
     if (std::isdigit(static_cast<unsigned char>(next)) || next == '@' || next == '*' ||
-        next == '#' || next == '?') {
+        next == '#' || next == '?' || next == '$') {
       out.parts.push_back({WordPart::Kind::parameter, std::string(1, next), quoted});
       position_ += 2;
       return true;
@@ -141,14 +143,13 @@ class Lexer {
       std::size_t end = position_ + 2;
       while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
       if (end == position_ + 2 || end >= text_.size() || text_[end] != '}') return false;
-      out.parts.push_back(
-          {WordPart::Kind::parameter, std::string(text_.substr(position_ + 2, end - position_ - 2)),
-           quoted});
+      out.parts.push_back({WordPart::Kind::parameter,
+                           std::string(text_.substr(position_ + 2, end - position_ - 2)), quoted});
       position_ = end + 1;
       return true;
     }
-    if (next == '(' || next == '$' || next == '!' || next == '-' || is_name_start(next)) {
-      return false;  // command substitution, arithmetic, pids, options, named variables
+    if (next == '(' || next == '!' || next == '-' || is_name_start(next)) {
+      return false;  // command substitution, arithmetic, job pids, options, named variables
     }
     literal(out, '$', quoted);  // a lone '$' is literal
     ++position_;
@@ -167,9 +168,8 @@ class Lexer {
       if (c == '\'') {
         const std::size_t end = text_.find('\'', position_ + 1);
         if (end == std::string_view::npos) return false;
-        out.parts.push_back(
-            {WordPart::Kind::literal, std::string(text_.substr(position_ + 1, end - position_ - 1)),
-             true});
+        out.parts.push_back({WordPart::Kind::literal,
+                             std::string(text_.substr(position_ + 1, end - position_ - 1)), true});
         position_ = end + 1;
       } else if (c == '"') {
         if (!double_quoted(out)) return false;
@@ -183,9 +183,9 @@ class Lexer {
         // Globs, brace groups and tildes would need expansion the emulator does not do. A bare
         // `[`, `]` or `{`/`}`-free word is fine.
         if (c == '*' || c == '?') return false;
-        if ((c == '[' || c == ']') && !(first && (peek(1) == ' ' || peek(1) == '\t' ||
-                                                   peek(1) == '\0' || peek(1) == '\n' ||
-                                                   peek(1) == ';'))) {
+        if ((c == '[' || c == ']') &&
+            !(first && (peek(1) == ' ' || peek(1) == '\t' || peek(1) == '\0' || peek(1) == '\n' ||
+                        peek(1) == ';'))) {
           return false;
         }
         if (c == '~' && first) return false;
@@ -240,10 +240,9 @@ class Lexer {
 };
 
 bool is_reserved_word(const std::string& word) {
-  static const std::set<std::string> kReserved = {"if",   "then",  "else", "elif", "fi",
-                                                  "do",   "done",  "case", "esac", "while",
-                                                  "until", "for",  "in",   "{",    "}",
-                                                  "function", "select", "[["};
+  static const std::set<std::string> kReserved = {
+      "if",    "then",  "else", "elif", "fi", "do", "done",     "case",   "esac",
+      "while", "until", "for",  "in",   "{",  "}",  "function", "select", "[["};
   return kReserved.contains(word);
 }
 
@@ -374,9 +373,9 @@ std::optional<Script> parse_script(std::string_view text) {
 
 bool is_emulated_command(std::string_view name) {
   static const std::set<std::string, std::less<>> kCommands = {
-      "printf", "echo", "cat",  "test",   "[",  "pwd",   "sleep", "ln",    "mkdir", "rm",
-      "mv",     "true", "false", ":",     "exit", "sh",  "base64", "wc",   "head",  "mkfifo",
-      "ls",     "chmod", "cd"};
+      "printf", "echo", "cat",  "test",   "[",     "pwd",   "sleep", "ln",
+      "mkdir",  "rm",   "mv",   "true",   "false", ":",     "exit",  "sh",
+      "base64", "wc",   "head", "mkfifo", "ls",    "chmod", "cd"};
   return kCommands.contains(name);
 }
 

@@ -63,9 +63,16 @@ std::shared_ptr<SandboxBackend> make(const json::Json& config, std::string_view 
         }
       }
       options.limits = limits;
+    } else if (field == "unemulated_commands") {
+      // "scripted" (exit 0, the fixture's default) or "not_found" (exit 127, like a guest).
+      if (!value.is_string() ||
+          (value.get<std::string>() != "scripted" && value.get<std::string>() != "not_found")) {
+        throw InvalidArgument(path + ": expected \"scripted\" or \"not_found\"", path);
+      }
+      options.sandbox.unemulated_not_found = value.get<std::string>() == "not_found";
     } else {
       throw InvalidArgument(path + ": unknown field (known: name, isolation, egress_modes, "
-                                   "capabilities, os_families, limits)",
+                                   "capabilities, os_families, limits, unemulated_commands)",
                             path);
     }
   }

@@ -156,11 +156,19 @@ ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& opt
   }
   ExecResult result;
   result.stdout_bytes = options_.default_stdout;
+  bool scripted = false;
   for (const auto& [marker, output] : options_.outputs) {
     if (line.find(marker) != std::string::npos) {
       result.stdout_bytes = output;
+      scripted = true;
       break;
     }
+  }
+  if (!scripted && options_.unemulated_not_found) {
+    result.stdout_bytes.clear();
+    result.stderr_bytes = "sh: " + command.arguments().front() +
+                          ": not found (the in-process emulator does not run this command line)\n";
+    result.exit_code = 127;
   }
   // A scripted answer is held to a bounded exec's ceiling too.
   if (options.max_output_bytes && result.stdout_bytes.size() > *options.max_output_bytes) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/testing.hpp"
 
@@ -30,8 +31,8 @@ class Emulator : public ::testing::Test {
     return sandbox.exec(Command::argv(std::move(arguments)), options);
   }
 
-  InProcessSandbox sandbox{InProcessSandboxOptions{{{"python3", "scripted"}}, nullptr, "default",
-                                                   "in-process-1", true}};
+  InProcessSandbox sandbox{
+      InProcessSandboxOptions{{{"python3", "scripted"}}, nullptr, "default", "in-process-1", true}};
 };
 
 TEST_F(Emulator, ArgvRunsAndExitCodesAreFaithful) {
@@ -59,13 +60,50 @@ TEST_F(Emulator, SyntaxOutsideTheSubsetIsNeverHalfRun) {
   for (const std::string line :
        {"printf x > /work/f; echo $(id)", "printf x > /work/f; if true; then :; fi",
         "printf x > /work/f; ls *", "printf x > /work/f; python3 -c 1", "X=1 printf x > /work/f",
-        "printf x > /work/f & wait", "printf x > /work/f; echo $HOME", "printf x > /work/f; `id`"}) {
+        "printf x > /work/f & wait", "printf x > /work/f; echo $HOME",
+        "printf x > /work/f; `id`"}) {
     const auto result = sh(line);
-    EXPECT_EQ(result.stdout_bytes, line.find("python3") != std::string::npos ? "scripted" : "default")
+    EXPECT_EQ(result.stdout_bytes,
+              line.find("python3") != std::string::npos ? "scripted" : "default")
         << line;
     EXPECT_FALSE(sandbox.exists("/work/f")) << line;
   }
   EXPECT_EQ(sandbox.commands().size(), 8u);
+}
+
+TEST_F(Emulator, EachExecHasAProcessIdOfItsOwn) {
+  const std::string first = sh("printf $$").stdout_bytes;
+  const std::string second = sh("printf \"$$\"").stdout_bytes;
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(first, second);
+  EXPECT_EQ(sh("mkdir d && mv d \"d.$$\" && ls").stdout_bytes.rfind("d.", 0), 0u);
+}
+
+TEST(EmulatorFallback, UnemulatedCommandsCanFailLikeAGuestWithoutThem) {
+  InProcessSandboxOptions options;
+  options.unemulated_not_found = true;
+  options.outputs = {{"python3", "scripted"}};
+  InProcessSandbox sandbox(options);
+  ExecOptions at_root;
+  at_root.working_directory = "/";
+  const auto missing = sandbox.exec(Command::shell("curl -s https://example.com/"), at_root);
+  EXPECT_EQ(missing.exit_code, 127);
+  EXPECT_NE(missing.stderr_text().find("not found"), std::string::npos);
+  // A scripted marker still answers.
+  EXPECT_EQ(sandbox.exec(Command::shell("python3 -c 1"), at_root).stdout_bytes, "scripted");
+}
+
+TEST(EmulatorFallback, TheFactoryChoosesHowUnemulatedCommandsAnswer) {
+  const auto backend =
+      make_backend("testing", json::Json{{"unemulated_commands", "not_found"}}, "backend");
+  SandboxSpec::Fields fields;
+  fields.kind = "k";
+  const auto sandbox = backend->acquire(SandboxKey{"s", "t", "a"}, SandboxSpec(fields));
+  ExecOptions at_root;
+  at_root.working_directory = "/";
+  EXPECT_EQ(sandbox->exec(Command::shell("curl x"), at_root).exit_code, 127);
+  EXPECT_THROW(make_backend("testing", json::Json{{"unemulated_commands", "maybe"}}, "backend"),
+               InvalidArgument);
 }
 
 TEST_F(Emulator, TheWorkingDirectoryIsHonouredAndMustExist) {
@@ -154,7 +192,9 @@ TEST_F(Emulator, PipelinesAndBase64RoundTripBinary) {
   const auto encoded = sh("printf '\\000\\377\\001abc' | base64");
   EXPECT_EQ(encoded.stdout_bytes, "AP8BYWJj\n");
   const auto decoded = sh("printf '%s' AP8BYWJj | base64 -d > bin && wc -c < bin && cat bin");
-  EXPECT_EQ(decoded.stdout_bytes, std::string("6\n\0\xff\x01" "abc", 8));
+  EXPECT_EQ(decoded.stdout_bytes, std::string("6\n\0\xff\x01"
+                                              "abc",
+                                              8));
   EXPECT_EQ(sh("printf '!!' | base64 -d").exit_code, 1);
   EXPECT_EQ(sh("printf abc > x; wc -c x").stdout_bytes, "3 x\n");
 }

@@ -1,0 +1,112 @@
+// The `linux` backend: the embedded default sandbox. No daemon, no image download.
+//
+// One sandbox = one long-lived init process of ours (PID 1 in new user, pid, mount, network,
+// ipc, uts and cgroup namespaces) that reaps zombies and runs the commands sent to it over a
+// control socket, so a warm exec costs about one fork+exec.
+//
+// Declares: isolation `container`; egress `closed` (a network namespace with loopback only);
+// capabilities exec, run_code, files_in, files_out, files_list, files_delete; os family posix;
+// transfer ceilings from `LinuxBackendConfig::limits`.
+//
+// ---- What a sandbox is made of ----
+//   root filesystem  image "host": the host's root read-only (top-level directories bound
+//                    recursively, read-only, nosuid, nodev), private /tmp and /run, a minimal
+//                    /dev, fresh /proc and /sys, and a writable work dir (spec.work_dir) created
+//                    at acquire. An image from the image store (images.hpp), or a rootfs
+//                    directory named by an absolute path: an overlay whose writes land in the
+//                    sandbox's own state directory; a stored image is pinned while in use.
+//   identity         as root, guest uids/gids 0..65535 are host uid_base..uid_base+65535 (every
+//                    sandbox of a backend shares that range; sandboxes are kept apart by their
+//                    namespaces, not by uids). Host files owned by host users — root included —
+//                    are owned by nobody inside, and stay unreadable when their mode says so
+//                    (/etc/shadow). Unprivileged, guest root is the calling user and nothing else.
+//   commands         each in its own session and process group (and, with a delegable cgroup v2
+//                    hierarchy, its own leaf cgroup so a timeout kills its whole tree, even
+//                    descendants that left the process group); every capability dropped,
+//                    no_new_privs, a seccomp deny list (mount, unshare, setns, namespace flags
+//                    on clone, ptrace, bpf, keyctl, kexec, modules, io_uring, …), rlimits,
+//                    oom_score_adj 1000.
+//   limits           cgroups (v1 or v2) for memory, pids and CPU, from the spec's `resources`
+//                    over the config's defaults (pids 512 and memory 2 GiB unless configured).
+//                    Unprivileged there are no cgroups: a spec asking for a limit is refused.
+//   file plane       from the host side, beneath a held descriptor of the sandbox's root with
+//                    openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): a
+//                    link anywhere on a path — the working directory's ancestors included — is
+//                    refused by the kernel in the same lookup that does the work, so there is no
+//                    window between a check and its use.
+//   durable state    <state_dir>/linux/<id>/ holds the record (hashed labels, init pid and start
+//                    time, cgroups, creation time), the control socket and the sandbox's storage.
+//                    Sandboxes outlive the process that created them; any process with access to
+//                    the state directory adopts, lists, disposes or purges them.
+//
+// ---- Hazards a host should know ----
+//   - image "host" shows the guest every host file readable by "others" (like
+//     `bwrap --ro-bind / /`). The state directory is covered; other secrets must be protected by
+//     their modes, or use an image.
+//   - The work dir storage has no quota: a guest can fill the disk the state directory is on.
+//   - Not root: no cgroups (so no memory/pids/CPU limits and no per-command cgroups), and the
+//     guest keeps the caller's supplementary groups (unmapped, shown as nogroup).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "airlock/backend.hpp"
+#include "airlock/json.hpp"
+#include "airlock/records.hpp"
+
+namespace airlock {
+
+struct LinuxBackendConfig {
+  // Where records, control sockets and sandbox storage live. Empty: $AIRLOCK_STATE_DIR, else
+  // /var/lib/airlock as root, else $XDG_STATE_HOME/airlock (or ~/.local/state/airlock).
+  std::filesystem::path state_dir;
+  // The image of a spec that names none: "host", an image store reference, or an absolute path
+  // to a rootfs directory.
+  std::string default_image = "host";
+  // The image store references resolve in. Empty: <state_dir>/images (where `airlock image`
+  // imports by default).
+  std::filesystem::path image_store;
+  // As root: guest ids 0..65535 map to uid_base..uid_base+65535 (same base for gids).
+  std::uint32_t uid_base = 1'000'000'000;
+  // Limits for a spec whose `resources` leave a leg unset. nullopt = no limit on that leg.
+  ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt};
+  // Commands running at once per sandbox; more wait their turn (and a deadline that passes
+  // while waiting raises QueuedTimeout). run_code is additionally one program at a time.
+  std::uint32_t max_concurrent_commands = 16;
+  // The airlock-init helper. Empty: $AIRLOCK_INIT, else next to libairlock (build tree), else
+  // <libdir>/../libexec/airlock/airlock-init, else the configured install prefix.
+  std::filesystem::path init_path;
+  // Ceiling on one exec's combined output when the caller sets no max_output_bytes: past it the
+  // command is killed and ExecOutputLimitExceeded raised, so no guest can exhaust host memory.
+  std::uint64_t output_ceiling_bytes = std::uint64_t{256} << 20;
+  // Transfer ceilings this backend declares (and enforces on write_file's size).
+  SandboxLimits limits{TransferLimits{std::uint64_t{256} << 20, std::uint64_t{1} << 30, 4096},
+                       TransferLimits{std::uint64_t{256} << 20, std::uint64_t{1} << 30, 4096}};
+  // How long acquire waits for a new sandbox's init to report ready.
+  std::chrono::milliseconds start_timeout{30'000};
+  // Per-command cgroup v2 leaves (when a v2 hierarchy can be delegated): a timeout or a kill then
+  // reaches every descendant of the command, not only its process group.
+  bool per_command_cgroups = true;
+  // Keep one airlock-init started ahead of need (spawned, inside a fresh instance's cgroups),
+  // from the first acquire on, so later cold acquires skip the spawn and the cgroup migration.
+  // Costs one idle process and its empty cgroups per backend.
+  bool standby = true;
+};
+
+// Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image,
+// image_store, uid_base,
+// memory_bytes, pids, cpu_millis (each a number, or null for no limit), max_concurrent_commands,
+// init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, limits
+// ({files_in, files_out}). Unknown keys are refused naming the key.
+LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::string_view where);
+
+std::shared_ptr<SandboxBackend> make_linux_backend(LinuxBackendConfig config = {});
+
+// The state directory a default-configured backend uses (see LinuxBackendConfig::state_dir).
+std::filesystem::path default_linux_state_dir();
+
+}  // namespace airlock

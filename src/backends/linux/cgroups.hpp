@@ -1,0 +1,66 @@
+// Resource limits for a sandbox through cgroups: v1 controllers (memory, pids, cpu) where they
+// are mounted, cgroup v2 where the unified hierarchy carries them, and — either way — a v2
+// directory delegated to the sandbox's init for per-command leaves when one can be made.
+//
+// Everything lives in a subtree of our own, `<hierarchy>/airlock/<instance id>`: nothing outside
+// it is created, limited, moved or removed.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "airlock/records.hpp"
+
+namespace airlock::linux_backend {
+
+struct CgroupLayout {
+  std::optional<std::string> memory_v1;  // mount points of v1 hierarchies carrying the controller
+  std::optional<std::string> pids_v1;
+  std::optional<std::string> cpu_v1;
+  std::optional<std::string> unified;    // the cgroup2 mount point, if any
+  bool unified_memory = false;           // controllers available in cgroup2
+  bool unified_pids = false;
+  bool unified_cpu = false;
+
+  // From /proc/self/mountinfo and cgroup.controllers.
+  static CgroupLayout detect();
+
+  bool can_limit_memory() const { return memory_v1 || unified_memory; }
+  bool can_limit_pids() const { return pids_v1 || unified_pids; }
+  bool can_limit_cpu() const { return cpu_v1 || unified_cpu; }
+};
+
+struct InstanceCgroups {
+  std::vector<std::string> directories;  // every cgroup directory created (for removal)
+  std::vector<std::string> procs_files;  // cgroup.procs files the sandbox's monitor joins
+  std::string command_parent;            // delegated v2 directory for per-command leaves, or ""
+};
+
+// The cgroup directories an instance *will* have, so they can be recorded before any exists
+// (a crash between creating them and recording them would otherwise leak them).
+InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::string& instance_id,
+                                      const ResourceLimits& limits, bool per_command);
+
+// Creates the planned cgroups and writes the limits. `guest_root` is handed the v2 directory
+// (delegation) when per-command leaves are planned. Throws BackendError (after removing what it
+// made) on failure.
+void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& planned,
+                             const ResourceLimits& limits, uid_t guest_root);
+
+// Writes `limits` into cgroups made by create_instance_cgroups (for a set of limits that plans
+// the same directories). Throws BackendError.
+void apply_instance_limits(const CgroupLayout& layout, const InstanceCgroups& planned,
+                           const ResourceLimits& limits);
+
+// Whether two plans name the same hierarchies (so one's cgroups can carry the other's limits).
+bool same_hierarchies(const InstanceCgroups& a, const InstanceCgroups& b);
+
+// Kills every process in `directories` (and their v2 sub-cgroups), waits up to `patience` for
+// them to be gone, and removes the directories. True when nothing is left. Never throws.
+bool destroy_cgroups(const std::vector<std::string>& directories,
+                     std::chrono::milliseconds patience);
+
+}  // namespace airlock::linux_backend

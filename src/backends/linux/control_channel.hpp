@@ -1,0 +1,56 @@
+// The host side of the control protocol (protocol.hpp): one connection per request to a
+// sandbox's init, from any process that can reach <state>/linux/<id>/control.sock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "airlock/records.hpp"
+#include "airlock/sandbox.hpp"
+#include "backends/linux/unique_fd.hpp"
+
+namespace airlock::linux_backend {
+
+// Binds and listens on `path` (a unix SEQPACKET socket). Long paths are reached through the
+// directory's descriptor (/proc/self/fd/N/…), so the state directory may be deep.
+UniqueFd listen_control_socket(const std::filesystem::path& path);
+
+struct ExecPlan {
+  std::vector<std::string> argv;
+  std::vector<std::string> environment;  // complete "NAME=value" list
+  std::string working_directory;
+  std::chrono::steady_clock::time_point deadline;
+  bool serial = false;                   // run_code: one program at a time per sandbox
+  std::string stdin_bytes;
+  bool feed_stdin = false;
+  std::optional<std::uint64_t> max_output_bytes;
+  OutputOverflow overflow = OutputOverflow::refuse;
+  std::uint64_t output_ceiling = 0;      // applies when max_output_bytes is unset
+  std::stop_token stop;
+};
+
+class ControlChannel {
+ public:
+  explicit ControlChannel(const std::filesystem::path& socket_path);
+
+  // A fresh connection; BackendError when the init is not there (disposed, or dead).
+  UniqueFd connect() const;
+  bool ping() const noexcept;
+  // An O_PATH descriptor of the sandbox's root directory.
+  UniqueFd fetch_root() const;
+  // Runs one command, streaming its output into the result under the plan's ceilings. Raises
+  // Timeout (deadline or cancellation; says whether the kill was confirmed), QueuedTimeout,
+  // ExecOutputLimitExceeded, NotFound/NotADirectory (working directory), BackendError.
+  ExecResult exec(const ExecPlan& plan) const;
+
+ private:
+  std::string address_;       // what connect() dials
+  UniqueFd directory_;        // held when the path is reached through /proc/self/fd
+};
+
+}  // namespace airlock::linux_backend

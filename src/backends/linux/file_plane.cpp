@@ -1,0 +1,362 @@
+#include "backends/linux/file_plane.hpp"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
+#include "backends/linux/syscalls.hpp"
+#include "backends/linux/tree_removal.hpp"
+#include "backends/linux/unique_fd.hpp"
+
+namespace airlock::linux_backend {
+namespace {
+
+// The path as the caller wrote it, for messages (a guest path: never a host path).
+std::string quoted(std::string_view path) { return "'" + std::string(path) + "'"; }
+
+// confine_guest_path, plus the kernel's own limit on a whole path: a guest could not name a
+// longer one either, so the host plane does not make what no guest path can reach.
+std::string confine(std::string_view path, std::string_view working_directory) {
+  std::string absolute = confine_guest_path(path, working_directory);
+  if (absolute.size() >= PATH_MAX) {
+    throw SystemError("'" + std::string(path.substr(0, 48)) + "…' is longer than PATH_MAX (" +
+                          std::to_string(absolute.size()) + " bytes)",
+                      ENAMETOOLONG);
+  }
+  return absolute;
+}
+
+std::string beneath_root(const std::string& absolute) {
+  return absolute == "/" ? std::string(".") : absolute.substr(1);
+}
+
+std::string parent_of(const std::string& absolute) {
+  const auto slash = absolute.rfind('/');
+  return slash == 0 ? std::string("/") : absolute.substr(0, slash);
+}
+
+std::string leaf_of(const std::string& absolute) {
+  return absolute.substr(absolute.rfind('/') + 1);
+}
+
+[[noreturn]] void raise_errno(int error, std::string_view path, const std::string& doing) {
+  switch (error) {
+    case ELOOP:
+      throw ConfinementError(quoted(path) + " passes through a link; links are never followed");
+    case EXDEV:
+      throw ConfinementError(quoted(path) + " resolves outside the sandbox");
+    case ENOTDIR:
+      throw NotADirectory("a parent of " + quoted(path) + " is not a directory",
+                          std::string(path));
+    case ENOENT:
+      throw NotFound(quoted(path) + " does not exist", std::string(path));
+    case EISDIR:
+      throw IsADirectory(quoted(path) + " is a directory", std::string(path));
+    case EROFS:
+      throw SystemError(quoted(path) + " is on a read-only part of the sandbox (" + doing + ")",
+                        error, std::string(path));
+    default:
+      throw SystemError("cannot " + doing + " " + quoted(path) + ": " + std::strerror(error),
+                        error, std::string(path));
+  }
+}
+
+// The directory `absolute` beneath the root, as O_PATH; -errno when it cannot be opened.
+int open_directory(int root, const std::string& absolute) {
+  const int fd = sys::openat2(root, beneath_root(absolute).c_str(),
+                              O_PATH | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined);
+  return fd >= 0 ? fd : -errno;
+}
+
+EntryKind kind_of(const struct stat& info) {
+  if (S_ISREG(info.st_mode)) return info.st_nlink > 1 ? EntryKind::other : EntryKind::file;
+  if (S_ISDIR(info.st_mode)) return EntryKind::directory;
+  if (S_ISLNK(info.st_mode)) return EntryKind::symlink;
+  return EntryKind::other;
+}
+
+SandboxEntry entry_for(const std::string& absolute, const std::string& working_directory,
+                       const struct stat& info) {
+  SandboxEntry entry;
+  auto relative = guest_path_relative_to(absolute, working_directory);
+  entry.path = relative && !relative->empty() ? *relative : std::string(".");
+  entry.kind = kind_of(info);
+  if (entry.kind == EntryKind::file) entry.size_bytes = static_cast<std::uint64_t>(info.st_size);
+  return entry;
+}
+
+std::string temporary_name() {
+  unsigned char random[8];
+  if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
+    throw SystemError("getrandom failed", errno);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string name = ".airlock-write-";
+  for (unsigned char byte : random) {
+    name += kHex[byte >> 4];
+    name += kHex[byte & 15];
+  }
+  return name;
+}
+
+}  // namespace
+
+void FilePlane::write_file(std::string_view path, std::string_view content,
+                           std::string_view working_directory) const {
+  const std::string absolute = confine(path, working_directory);
+  if (absolute == normalize_guest_path(working_directory)) {
+    throw ConfinementError(quoted(path) +
+                           " names the working directory itself; a write needs a file path");
+  }
+  if (content.size() > max_write_bytes_) {
+    throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path), max_write_bytes_,
+                              content.size());
+  }
+  // Parents, one level at a time under held descriptors, created where missing.
+  UniqueFd parent(::fcntl(root_, F_DUPFD_CLOEXEC, 0));
+  if (!parent) throw SystemError("cannot duplicate the sandbox root descriptor", errno);
+  const std::string parent_path = parent_of(absolute);
+  std::size_t start = 1;
+  while (start < parent_path.size()) {
+    std::size_t end = parent_path.find('/', start);
+    if (end == std::string::npos) end = parent_path.size();
+    const std::string part = parent_path.substr(start, end - start);
+    start = end + 1;
+    int next = sys::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+                            sys::kResolveConfined);
+    if (next < 0 && errno == ENOENT) {
+      const bool created = ::mkdirat(parent.get(), part.c_str(), 0755) == 0;
+      if (!created && errno != EEXIST) raise_errno(errno, path, "create a parent directory of");
+      next = sys::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+                          sys::kResolveConfined);
+      if (next >= 0 && created && chown_ &&
+          ::fchownat(next, "", owner_uid_, owner_gid_, AT_EMPTY_PATH) != 0) {
+        const int error = errno;
+        ::close(next);
+        raise_errno(error, path, "hand a new directory to the guest for");
+      }
+    }
+    if (next < 0) raise_errno(errno, path, "open a parent directory of");
+    parent.reset(next);
+  }
+
+  const std::string leaf = leaf_of(absolute);
+  mode_t mode = 0644;
+  struct stat existing {};
+  if (::fstatat(parent.get(), leaf.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(existing.st_mode)) {
+      throw ConfinementError(quoted(path) +
+                             " is a link; a write replaces a file and never follows a link");
+    }
+    if (S_ISDIR(existing.st_mode)) {
+      throw IsADirectory(quoted(path) + " is a directory; a write needs a file path",
+                         std::string(path));
+    }
+    if (S_ISREG(existing.st_mode)) mode = existing.st_mode & 0777;
+  } else if (errno != ENOENT) {
+    raise_errno(errno, path, "inspect");
+  }
+
+  // Write a sibling and rename it into place: a reader never sees half a file, and a link raced
+  // into the leaf's place is replaced, not followed.
+  const std::string temporary = temporary_name();
+  UniqueFd file(::openat(parent.get(), temporary.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!file) raise_errno(errno, path, "create");
+  auto discard = [&] { ::unlinkat(parent.get(), temporary.c_str(), 0); };
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t written = ::write(file.get(), content.data() + done, content.size() - done);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      discard();
+      raise_errno(error, path, "write");
+    }
+    done += static_cast<std::size_t>(written);
+  }
+  if ((chown_ && ::fchown(file.get(), owner_uid_, owner_gid_) != 0) ||
+      ::fchmod(file.get(), mode) != 0) {
+    const int error = errno;
+    discard();
+    raise_errno(error, path, "hand the file to the guest for");
+  }
+  file.reset();
+  if (::renameat(parent.get(), temporary.c_str(), parent.get(), leaf.c_str()) != 0) {
+    const int error = errno;
+    discard();
+    raise_errno(error, path, "replace");
+  }
+}
+
+std::optional<SandboxEntry> FilePlane::stat_file(std::string_view path,
+                                                 std::string_view working_directory) const {
+  const std::string absolute = confine(path, working_directory);
+  const std::string base = normalize_guest_path(working_directory);
+  struct stat info {};
+  if (absolute == "/") {
+    if (::fstat(root_, &info) != 0) raise_errno(errno, path, "stat");
+    return entry_for(absolute, base, info);
+  }
+  const int parent_fd = open_directory(root_, parent_of(absolute));
+  if (parent_fd == -ENOENT) return std::nullopt;
+  if (parent_fd < 0) raise_errno(-parent_fd, path, "stat");
+  UniqueFd parent(parent_fd);
+  if (::fstatat(parent.get(), leaf_of(absolute).c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    raise_errno(errno, path, "stat");
+  }
+  return entry_for(absolute, base, info);
+}
+
+std::string FilePlane::read_file(std::string_view path, std::string_view working_directory,
+                                 std::uint64_t max_bytes) const {
+  const std::string absolute = confine(path, working_directory);
+  UniqueFd handle;
+  if (absolute == "/") {
+    throw IsADirectory(quoted(path) + " is a directory", std::string(path));
+  }
+  {
+    const int parent_fd = open_directory(root_, parent_of(absolute));
+    if (parent_fd < 0) raise_errno(-parent_fd, path, "read");
+    UniqueFd parent(parent_fd);
+    // O_PATH: nothing is opened for reading yet, so a FIFO cannot block us and a device cannot
+    // be touched; what it is gets decided from fstat first.
+    handle.reset(sys::openat2(parent.get(), leaf_of(absolute).c_str(),
+                              O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, sys::kResolveConfined));
+    if (!handle) raise_errno(errno, path, "read");
+  }
+  struct stat info {};
+  if (::fstat(handle.get(), &info) != 0) raise_errno(errno, path, "read");
+  if (S_ISLNK(info.st_mode)) {
+    throw SystemError(quoted(path) + " is a link; a link is never read", ELOOP, std::string(path));
+  }
+  if (S_ISDIR(info.st_mode)) {
+    throw IsADirectory(quoted(path) + " is a directory", std::string(path));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw SystemError(quoted(path) + " is not a regular file (a device, FIFO or socket)", EINVAL,
+                      std::string(path));
+  }
+  if (info.st_nlink > 1) {
+    throw SystemError(quoted(path) +
+                          " has other hard links; it could name a file the guest cannot read",
+                      EMLINK, std::string(path));
+  }
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  if (size > max_bytes) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, size);
+
+  const std::string reopen = "/proc/self/fd/" + std::to_string(handle.get());
+  UniqueFd file(::open(reopen.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!file) raise_errno(errno, path, "read");
+  struct stat opened {};
+  if (::fstat(file.get(), &opened) != 0 || opened.st_ino != info.st_ino ||
+      opened.st_dev != info.st_dev) {
+    throw SystemError(quoted(path) + " changed while it was opened", EAGAIN, std::string(path));
+  }
+  // Read one byte past the cap so a file that grew is refused rather than cut.
+  std::string content;
+  content.resize(static_cast<std::size_t>(std::min<std::uint64_t>(size, max_bytes) + 1));
+  std::size_t done = 0;
+  for (;;) {
+    if (done == content.size()) {
+      if (done > max_bytes) {
+        throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, done);
+      }
+      content.resize(std::min<std::size_t>(content.size() * 2, max_bytes + 1));
+    }
+    const ssize_t got = ::read(file.get(), content.data() + done, content.size() - done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      raise_errno(errno, path, "read");
+    }
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  if (done > max_bytes) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, done);
+  content.resize(done);
+  return content;
+}
+
+std::vector<SandboxEntry> FilePlane::list_dir(std::string_view path,
+                                              std::string_view working_directory) const {
+  const std::string absolute = confine(path, working_directory);
+  const std::string base = normalize_guest_path(working_directory);
+  const int fd = sys::openat2(root_, beneath_root(absolute).c_str(),
+                              O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined);
+  if (fd < 0) raise_errno(errno, path, "list");
+  DIR* directory = ::fdopendir(fd);
+  if (directory == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    raise_errno(error, path, "list");
+  }
+  std::vector<SandboxEntry> entries;
+  const std::string prefix = absolute == "/" ? std::string("/") : absolute + "/";
+  errno = 0;
+  while (struct dirent* entry = ::readdir(directory)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat info {};
+    if (::fstatat(::dirfd(directory), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) continue;  // removed while we listed
+      const int error = errno;
+      ::closedir(directory);
+      raise_errno(error, path, "list");
+    }
+    entries.push_back(entry_for(prefix + name, base, info));
+  }
+  ::closedir(directory);
+  std::sort(entries.begin(), entries.end(),
+            [](const SandboxEntry& a, const SandboxEntry& b) { return a.path < b.path; });
+  return entries;
+}
+
+void FilePlane::remove(std::string_view path, std::string_view working_directory,
+                       bool recursive) const {
+  const std::string absolute = confine(path, working_directory);
+  if (absolute == normalize_guest_path(working_directory)) {
+    throw ConfinementError(quoted(path) + " names the working directory itself; it is not removed");
+  }
+  const int parent_fd = open_directory(root_, parent_of(absolute));
+  if (parent_fd == -ENOENT) return;  // nothing there: removal is already done
+  if (parent_fd < 0) raise_errno(-parent_fd, path, "remove");
+  UniqueFd parent(parent_fd);
+  const std::string leaf = leaf_of(absolute);
+  struct stat info {};
+  if (::fstatat(parent.get(), leaf.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return;
+    raise_errno(errno, path, "remove");
+  }
+  if (S_ISDIR(info.st_mode)) {
+    if (!recursive) {
+      throw IsADirectory(quoted(path) + " is a directory; removing it needs recursive",
+                         std::string(path));
+    }
+    const TreeRemoval removal = remove_tree(parent.get(), leaf);
+    if (removal.error_number != 0) {
+      raise_errno(removal.error_number, path, "remove (at " + removal.where + ")");
+    }
+    return;
+  }
+  // A link, a file, anything else: the name is removed, a link's target is never touched.
+  if (::unlinkat(parent.get(), leaf.c_str(), 0) != 0 && errno != ENOENT) {
+    if (errno == EISDIR && recursive) {
+      const TreeRemoval removal = remove_tree(parent.get(), leaf);
+      if (removal.error_number == 0) return;
+      raise_errno(removal.error_number, path, "remove");
+    }
+    raise_errno(errno, path, "remove");
+  }
+}
+
+}  // namespace airlock::linux_backend

@@ -1,0 +1,287 @@
+// airlock-init: the helper the linux backend starts once per sandbox.
+//
+// It runs in two roles, one after the other:
+//   monitor  in the host's namespaces (as the library's user): joins the sandbox's cgroups,
+//            builds the root filesystem in a private mount namespace (as root), clones the init
+//            into new user, pid, mount, network, ipc, uts and cgroup namespaces, writes its
+//            uid/gid maps, releases it, and exits;
+//   init     PID 1 of the sandbox: mounts /proc and /sys, pivots into the root, brings up `lo`,
+//            and serves the control socket until it is killed (which ends the sandbox: the
+//            kernel kills every process of a pid namespace whose init dies).
+// Only the library starts it (see spawn_config.hpp for the descriptors it expects).
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <string>
+
+#include "backends/linux/init/report.hpp"
+#include "backends/linux/init/root_builder.hpp"
+#include "backends/linux/init/server.hpp"
+#include "backends/linux/protocol.hpp"
+#include "backends/linux/spawn_config.hpp"
+#include "backends/linux/syscalls.hpp"
+#include "backends/linux/unique_fd.hpp"
+#include "backends/linux/wire.hpp"
+
+namespace airlock::linux_backend::init {
+namespace {
+
+SpawnConfig read_config() {
+  struct stat info {};
+  if (::fstat(kConfigFd, &info) != 0) fail("read the spawn configuration", errno);
+  std::string bytes(static_cast<std::size_t>(info.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::pread(kConfigFd, bytes.data() + done, bytes.size() - done,
+                                static_cast<off_t>(done));
+    if (got <= 0) fail("read the spawn configuration", got < 0 ? errno : EIO);
+    done += static_cast<std::size_t>(got);
+  }
+  ::close(kConfigFd);
+  SpawnConfig config;
+  if (!decode_spawn_config(bytes, config)) fail("decode the spawn configuration", EINVAL);
+  return config;
+}
+
+void write_file(const std::string& path, const std::string& content, const std::string& step) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) fail(step, errno);
+  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
+    fail(step, errno);
+  }
+}
+
+void mount_at(int root, const char* directory, const char* type, unsigned long flags,
+              const std::string& step) {
+  UniqueFd target(::openat(root, directory, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!target) fail(step, errno);
+  const std::string path = "/proc/self/fd/" + std::to_string(target.get());
+  if (::mount(type, path.c_str(), type, flags, nullptr) != 0) fail(step, errno);
+}
+
+void bring_up_loopback() {
+  UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!socket) fail("loopback socket", errno);
+  struct ifreq request {};
+  std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(socket.get(), SIOCGIFFLAGS, &request) != 0) fail("loopback flags", errno);
+  request.ifr_flags = static_cast<short>(request.ifr_flags | IFF_UP | IFF_RUNNING);
+  if (::ioctl(socket.get(), SIOCSIFFLAGS, &request) != 0) fail("bring up loopback", errno);
+}
+
+[[noreturn]] void run_init(const SpawnConfig& config, int release, int command_cgroup) {
+  char byte = 0;
+  ssize_t got;
+  do {
+    got = ::read(release, &byte, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got != 1) ::_exit(1);  // the monitor failed and has said why
+  ::close(release);
+  const bool privileged = (config.flags & kMapFullRange) != 0;
+  UniqueFd new_root;
+  if (privileged) {
+    // The root was built by the monitor in the host's user namespace, so here every mount of it
+    // is locked (this namespace may not unmount or remount what a more privileged one made),
+    // and pivot_root refuses a locked new root. A recursive bind of it onto itself is a new,
+    // unlocked mount whose children stay locked. Done before setresuid: the state directory is
+    // private to the host user, whose ids this process still carries.
+    const std::string root = config.root_mount;
+    if (::mount(root.c_str(), root.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+      fail("bind the root onto itself", errno);
+    }
+    new_root.reset(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!new_root) fail("open the root", errno);
+  }
+  if (::setresgid(0, 0, 0) != 0) fail("become the guest root group", errno);
+  if (::setresuid(0, 0, 0) != 0) fail("become the guest root", errno);
+
+  if (!privileged) {
+    // Unprivileged: the root is built here, inside the user namespace.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail("make mounts private", errno);
+    }
+    build_root(config);
+    new_root.reset(::open(config.root_mount.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!new_root) fail("open the root", errno);
+  }
+
+  // /proc must be mounted by a process inside the new pid namespace, and while the old root
+  // (with the host's /proc) is still attached: in a user namespace the kernel refuses a new
+  // proc or sysfs mount unless a fully visible one already exists in the mount namespace.
+  mount_at(new_root.get(), "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mount /proc");
+  mount_at(new_root.get(), "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+           "mount /sys");
+  if (::fchdir(new_root.get()) != 0) fail("enter the root", errno);
+  if (sys::pivot_root(".", ".") != 0) fail("pivot_root", errno);
+  if (::umount2(".", MNT_DETACH) != 0) fail("detach the host root", errno);
+  if (::chdir("/") != 0) fail("chdir /", errno);
+  new_root.reset();
+
+  UniqueFd root_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd) fail("open /", errno);
+  bring_up_loopback();
+  if (::sethostname(config.hostname.data(), config.hostname.size()) != 0) {
+    fail("set the hostname", errno);
+  }
+  // Guest processes share this uid: without this they could read the init's descriptors
+  // (the control socket among them) through /proc/1/fd.
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) fail("PR_SET_DUMPABLE", errno);
+
+  sigset_t all;
+  ::sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);
+  sigset_t child;
+  ::sigemptyset(&child);
+  ::sigaddset(&child, SIGCHLD);
+  UniqueFd signals(::signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC));
+  if (!signals) fail("signalfd", errno);
+
+  report_ready();
+  close_status();
+
+  ServerResources resources;
+  resources.listener = kControlFd;
+  resources.root = root_fd.get();
+  resources.command_cgroup = command_cgroup;
+  resources.signals = signals.get();
+  serve(config, resources);
+}
+
+void write_identity_maps(pid_t child, const SpawnConfig& config) {
+  const std::string prefix = "/proc/" + std::to_string(child);
+  write_file(prefix + "/setgroups", "deny", "write setgroups");
+  write_file(prefix + "/uid_map",
+             "0 " + std::to_string(config.uid_base) + " " + std::to_string(config.id_count) + "\n",
+             "write uid_map");
+  write_file(prefix + "/gid_map",
+             "0 " + std::to_string(config.gid_base) + " " + std::to_string(config.id_count) + "\n",
+             "write gid_map");
+}
+
+[[noreturn]] void run_monitor(bool cgroups_joined) {
+  const SpawnConfig config = read_config();
+  const bool privileged = (config.flags & kMapFullRange) != 0;
+
+  if (privileged && ::setgroups(0, nullptr) != 0) fail("drop supplementary groups", errno);
+  if (!cgroups_joined) {
+    for (const auto& procs : config.cgroup_procs) write_file(procs, "0", "join " + procs);
+  }
+  int command_cgroup = -1;
+  if (!config.command_cgroup.empty()) {
+    command_cgroup = ::open(config.command_cgroup.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (command_cgroup < 0) fail("open the command cgroup", errno);
+  }
+  if (privileged) {
+    if (::unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace", errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      fail("make mounts private", errno);
+    }
+    build_root(config);
+  }
+
+  int release[2];
+  if (::pipe2(release, O_CLOEXEC) != 0) fail("release pipe", errno);
+  struct clone_args arguments {};
+  arguments.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                    CLONE_NEWUTS | CLONE_NEWCGROUP;
+  arguments.exit_signal = SIGCHLD;
+  const long pid = sys::clone3_fork(&arguments);
+  if (pid < 0) fail("clone the init into new namespaces", errno);
+  if (pid == 0) {
+    ::close(release[1]);
+    run_init(config, release[0], command_cgroup);
+  }
+  ::close(release[0]);
+  write_identity_maps(static_cast<pid_t>(pid), config);
+  report_init_pid(pid);
+  if (::write(release[1], "1", 1) != 1) fail("release the init", errno);
+  // The init now belongs to whoever adopts orphans here; the sandbox outlives this process on
+  // purpose (that is what makes it durable).
+  ::_exit(0);
+}
+
+// Standby: started ahead of need, so that the spawn and the cgroup joins (a grace period of
+// the kernel's cgroup lock, each time) are paid before a sandbox is asked for. Descriptor 3 is a
+// unix socket pair to the library:
+//   1. a message of cgroup.procs paths: joined, answered with one byte ('j'; 'e' on failure);
+//   2. a message carrying the sandbox's descriptors (config, status, control[, pin]): from here
+//      on, exactly a monitor started with them.
+// End of stream on either step (the library discarded the standby, or died) ends it; so does
+// the death of the parent that started it (PR_SET_PDEATHSIG).
+[[noreturn]] void run_standby(pid_t parent) {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || ::getppid() != parent) ::_exit(0);
+  const int channel = ::fcntl(3, F_DUPFD_CLOEXEC, 20);
+  if (channel < 0) ::_exit(1);
+  ::close(3);
+  std::string bytes;
+  std::vector<UniqueFd> fds;
+  if (protocol::receive_message(channel, bytes, fds, 64 * 1024) <= 0) ::_exit(0);
+  wire::Reader reader(bytes);
+  const std::vector<std::string> procs = reader.strings(16);
+  char answer = 'j';
+  if (!reader.finished()) answer = 'e';
+  for (const auto& path : procs) {
+    if (answer != 'j') break;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), "0", 1) != 1) answer = 'e';
+  }
+  if (::write(channel, &answer, 1) != 1 || answer != 'j') ::_exit(1);
+  if (protocol::receive_message(channel, bytes, fds, 64) <= 0 || fds.size() < 3 ||
+      fds.size() > 4) {
+    ::_exit(0);
+  }
+  // Park the descriptors above the targets, then place them where a monitor expects them.
+  std::vector<int> parked;
+  for (auto& fd : fds) {
+    const int moved = ::fcntl(fd.get(), F_DUPFD_CLOEXEC, 30);
+    if (moved < 0) ::_exit(1);
+    parked.push_back(moved);
+  }
+  fds.clear();
+  const int targets[] = {kConfigFd, kStatusFd, kControlFd, kImagePinFd};
+  for (std::size_t i = 0; i < parked.size(); ++i) {
+    if (::dup2(parked[i], targets[i]) != targets[i]) ::_exit(1);
+    ::close(parked[i]);
+  }
+  ::close(channel);
+  run_monitor(true);
+}
+
+}  // namespace
+}  // namespace airlock::linux_backend::init
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--standby") == 0) {
+    airlock::linux_backend::init::run_standby(static_cast<pid_t>(std::atol(argv[2])));
+  }
+  if (argc != 2 || std::strcmp(argv[1], "--sandbox") != 0) {
+    std::fprintf(stderr,
+                 "airlock-init: this helper is started by the airlock library, not by hand\n");
+    return 2;
+  }
+  struct stat info {};
+  for (int fd : {airlock::linux_backend::kConfigFd, airlock::linux_backend::kStatusFd,
+                 airlock::linux_backend::kControlFd}) {
+    if (::fstat(fd, &info) != 0) {
+      std::fprintf(stderr, "airlock-init: descriptor %d is not open\n", fd);
+      return 2;
+    }
+  }
+  airlock::linux_backend::init::run_monitor(false);
+}

@@ -1,0 +1,90 @@
+// The linux backend: get-or-create per (key, kind, egress posture) across threads and processes,
+// and disposal found from durable state.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "airlock/backends/linux.hpp"
+#include "backends/linux/cgroups.hpp"
+#include "backends/linux/image_source.hpp"
+#include "backends/linux/linux_sandbox.hpp"
+#include "backends/linux/standby.hpp"
+#include "backends/linux/state_store.hpp"
+
+namespace airlock::linux_backend {
+
+class LinuxBackend final : public SandboxBackend {
+ public:
+  explicit LinuxBackend(LinuxBackendConfig config);
+  ~LinuxBackend() override;
+
+  std::string name() const override { return "linux"; }
+  Isolation isolation() const override { return Isolation::container; }
+  std::optional<EgressSet> egress_modes() const override { return EgressSet{Egress::closed}; }
+  std::optional<CapabilitySet> capabilities() const override;
+  std::optional<SandboxLimits> limits() const override { return config_->limits; }
+  std::optional<OsFamilySet> os_families() const override { return OsFamilySet{OsFamily::posix}; }
+
+  std::shared_ptr<Sandbox> acquire(const SandboxKey& key, const SandboxSpec& spec) override;
+  void dispose(const SandboxKey& key) noexcept override;
+  bool dispose_kind(const SandboxKey& key, std::string_view kind,
+                    std::optional<std::string_view> instance_id) noexcept override;
+  int dispose_scope(std::string_view scope,
+                    std::optional<std::string_view> thread_id) noexcept override;
+  std::vector<SandboxRecord> list_sandboxes() override;
+  int purge_all() noexcept override;
+
+  const LinuxBackendConfig& config() const noexcept { return *config_; }
+  // The instance id of the standby monitor waiting to be claimed, or "" (for tests and metrics).
+  std::string ready_standby();
+  const StateStore& store() const noexcept { return store_; }
+  bool privileged() const noexcept { return privileged_; }
+
+ private:
+  std::shared_ptr<LinuxSandbox> create(const std::string& id, const SandboxKey& key,
+                                       const SandboxSpec& spec, const ResourceLimits& resources,
+                                       ResolvedImage image);
+  std::shared_ptr<LinuxSandbox> adopt(const RecordFile& record, const SandboxKey& key);
+  ResourceLimits effective_resources(const SandboxSpec& spec) const;
+  std::shared_ptr<std::mutex> identity_mutex(const std::string& id);
+  // Kills, reclaims and forgets one sandbox. Takes the identity's locks. Never throws.
+  bool destroy_identity(const std::string& id,
+                        const std::function<bool(const RecordFile&)>& matches) noexcept;
+  void destroy_locked(const std::string& id, const std::optional<RecordFile>& record) noexcept;
+  // The standby monitor, when one is ready and its cgroups suit `planned`; asks the worker for
+  // the next one either way.
+  std::unique_ptr<StandbyMonitor> take_standby(const InstanceCgroups& planned);
+  void standby_loop();
+  const std::string& seccomp_filter();
+  const std::filesystem::path& init_path();
+  template <typename Match>
+  int destroy_matching(Match match) noexcept;
+
+  std::shared_ptr<const LinuxBackendConfig> config_;
+  StateStore store_;
+  bool privileged_;
+  CgroupLayout layout_;
+  std::once_flag seccomp_once_;
+  std::string seccomp_;
+  std::once_flag init_once_;
+  std::filesystem::path init_path_;
+  std::mutex cache_mutex_;
+  std::map<std::string, std::weak_ptr<LinuxSandbox>> cache_;
+  std::map<std::string, std::shared_ptr<std::mutex>> identity_mutexes_;
+
+  std::mutex standby_mutex_;
+  std::condition_variable standby_wakeup_;
+  std::unique_ptr<StandbyMonitor> standby_;
+  std::thread standby_worker_;
+  bool standby_wanted_ = false;
+  bool standby_stopping_ = false;
+  int standby_failures_ = 0;
+};
+
+}  // namespace airlock::linux_backend

@@ -1,0 +1,154 @@
+#include "backends/linux/linux_sandbox.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+
+#include "airlock/errors.hpp"
+
+namespace airlock::linux_backend {
+namespace {
+
+constexpr const char* kGuestPath =
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+std::vector<std::string> base_environment(const RecordFile& record) {
+  // HOME is the private /tmp: with image "host", /root is the host's (and unreadable).
+  std::vector<std::string> environment{kGuestPath, "HOME=/tmp", "LANG=C.UTF-8"};
+  if (record.egress_posture.rfind("allowlist", 0) == 0) {
+    for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}) {
+      environment.push_back(std::string(name) + "=http://127.0.0.1:3128");
+    }
+    environment.emplace_back("NO_PROXY=localhost,127.0.0.1");
+    environment.emplace_back("no_proxy=localhost,127.0.0.1");
+  }
+  return environment;
+}
+
+std::vector<std::string> with_overrides(
+    std::vector<std::string> environment,
+    const std::vector<std::pair<std::string, std::string>>& extra) {
+  for (const auto& [name, value] : extra) {
+    if (name.empty() || name.find('=') != std::string::npos ||
+        name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {
+      throw InvalidArgument("environment: '" + name + "' is not a valid variable name",
+                            "environment");
+    }
+    const std::string prefix = name + "=";
+    environment.erase(std::remove_if(environment.begin(), environment.end(),
+                                     [&](const std::string& entry) {
+                                       return entry.rfind(prefix, 0) == 0;
+                                     }),
+                      environment.end());
+    environment.push_back(prefix + value);
+  }
+  return environment;
+}
+
+}  // namespace
+
+LinuxSandbox::LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record,
+                           SandboxKey key, const std::filesystem::path& socket_path,
+                           UniqueFd init_pidfd)
+    : config_(std::move(config)),
+      record_(std::move(record)),
+      key_(std::move(key)),
+      channel_(socket_path),
+      init_pidfd_(std::move(init_pidfd)),
+      environment_(base_environment(record_)) {}
+
+bool LinuxSandbox::is_live() const noexcept {
+  if (disposed_.load()) return false;
+  if (!init_pidfd_) return false;
+  struct pollfd exited {init_pidfd_.get(), POLLIN, 0};
+  return ::poll(&exited, 1, 0) == 0;
+}
+
+void LinuxSandbox::mark_disposed() noexcept {
+  disposed_.store(true);
+  std::lock_guard lock(root_mutex_);
+  root_.reset();
+}
+
+void LinuxSandbox::refuse_when_gone() const {
+  if (disposed_.load()) {
+    throw BackendError("this sandbox was disposed; acquire a new one",
+                       "instance " + record_.instance_id);
+  }
+}
+
+FilePlane LinuxSandbox::plane() const {
+  refuse_when_gone();
+  std::lock_guard lock(root_mutex_);
+  if (!root_) root_ = channel_.fetch_root();
+  return FilePlane(root_.get(), record_.uid_base, record_.uid_base, record_.privileged,
+                   config_->limits.files_in.max_bytes_per_file);
+}
+
+void LinuxSandbox::write_file(std::string_view path, std::string_view content,
+                              std::string_view working_directory) {
+  plane().write_file(path, content, working_directory);
+}
+
+std::optional<SandboxEntry> LinuxSandbox::stat_file(std::string_view path,
+                                                    std::string_view working_directory) {
+  return plane().stat_file(path, working_directory);
+}
+
+std::string LinuxSandbox::read_file(std::string_view path, std::string_view working_directory,
+                                    std::uint64_t max_bytes) {
+  return plane().read_file(path, working_directory, max_bytes);
+}
+
+std::vector<SandboxEntry> LinuxSandbox::list_dir(std::string_view path,
+                                                 std::string_view working_directory) {
+  return plane().list_dir(path, working_directory);
+}
+
+void LinuxSandbox::remove(std::string_view path, std::string_view working_directory,
+                          bool recursive) {
+  plane().remove(path, working_directory, recursive);
+}
+
+ExecResult LinuxSandbox::exec(const Command& command, const ExecOptions& options) {
+  refuse_when_gone();
+  const auto started = std::chrono::steady_clock::now();
+  if (options.working_directory.empty() || options.working_directory.front() != '/') {
+    throw InvalidArgument("exec: working_directory must be an absolute guest path, got '" +
+                              options.working_directory + "'",
+                          "working_directory");
+  }
+  if (options.timeout.count() <= 0) {
+    throw InvalidArgument("exec: timeout must be positive", "timeout");
+  }
+  ExecPlan plan;
+  plan.argv = command.arguments();
+  plan.environment = with_overrides(environment_, options.environment);
+  plan.working_directory = options.working_directory;
+  plan.deadline = started + options.timeout;
+  plan.stdin_bytes = options.stdin_bytes;
+  plan.feed_stdin = !options.stdin_bytes.empty();
+  plan.max_output_bytes = options.max_output_bytes;
+  plan.overflow = options.overflow;
+  plan.output_ceiling = config_->output_ceiling_bytes;
+  plan.stop = options.stop;
+  return channel_.exec(plan);
+}
+
+ExecResult LinuxSandbox::run_code(std::string_view code, Milliseconds timeout) {
+  refuse_when_gone();
+  const auto started = std::chrono::steady_clock::now();
+  if (timeout.count() <= 0) throw InvalidArgument("run_code: timeout must be positive", "timeout");
+  ExecPlan plan;
+  plan.argv = {"python3", "-"};
+  plan.environment = environment_;
+  plan.working_directory = record_.work_dir;
+  plan.deadline = started + timeout;
+  plan.serial = true;
+  plan.stdin_bytes = std::string(code);
+  plan.feed_stdin = true;
+  plan.output_ceiling = config_->output_ceiling_bytes;
+  return channel_.exec(plan);
+}
+
+}  // namespace airlock::linux_backend

@@ -1,0 +1,63 @@
+// One sandbox of the linux backend, as a handle: the Sandbox protocol over the control channel
+// (commands) and the host-side file plane (files).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "airlock/backends/linux.hpp"
+#include "airlock/sandbox.hpp"
+#include "backends/linux/control_channel.hpp"
+#include "backends/linux/file_plane.hpp"
+#include "backends/linux/state_store.hpp"
+
+namespace airlock::linux_backend {
+
+class LinuxSandbox final : public Sandbox {
+ public:
+  LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record, SandboxKey key,
+               const std::filesystem::path& socket_path, UniqueFd init_pidfd);
+
+  std::string instance_id() const override { return record_.instance_id; }
+  const SandboxKey& key() const override { return key_; }
+  const std::string& kind() const override { return record_.kind; }
+
+  void write_file(std::string_view path, std::string_view content,
+                  std::string_view working_directory) override;
+  ExecResult exec(const Command& command, const ExecOptions& options) override;
+  ExecResult run_code(std::string_view code, Milliseconds timeout) override;
+  std::optional<SandboxEntry> stat_file(std::string_view path,
+                                        std::string_view working_directory) override;
+  std::string read_file(std::string_view path, std::string_view working_directory,
+                        std::uint64_t max_bytes) override;
+  std::vector<SandboxEntry> list_dir(std::string_view path,
+                                     std::string_view working_directory) override;
+  void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+
+  // ---- for the backend (and tests) ----
+  const RecordFile& record() const noexcept { return record_; }
+  const ControlChannel& channel() const noexcept { return channel_; }
+  // Not disposed, and the init is still running.
+  bool is_live() const noexcept;
+  // Every later call refuses: the instance is gone.
+  void mark_disposed() noexcept;
+
+ private:
+  void refuse_when_gone() const;
+  FilePlane plane() const;
+
+  std::shared_ptr<const LinuxBackendConfig> config_;
+  RecordFile record_;
+  SandboxKey key_;
+  ControlChannel channel_;
+  UniqueFd init_pidfd_;
+  std::vector<std::string> environment_;
+  mutable std::mutex root_mutex_;
+  mutable UniqueFd root_;
+  std::atomic<bool> disposed_{false};
+};
+
+}  // namespace airlock::linux_backend

@@ -1,0 +1,212 @@
+#include "backends/linux/standby.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "airlock/errors.hpp"
+#include "airlock/json.hpp"
+#include "backends/linux/protocol.hpp"
+#include "backends/linux/syscalls.hpp"
+#include "backends/linux/wire.hpp"
+
+namespace airlock::linux_backend {
+namespace {
+
+std::filesystem::path standby_directory(const StateStore& store) { return store.base() / "standby"; }
+
+std::filesystem::path record_path(const StateStore& store, const std::string& instance_id) {
+  return standby_directory(store) / (instance_id + ".json");
+}
+
+void write_record(const StateStore& store, const std::string& instance_id,
+                  const std::vector<std::string>& cgroups, pid_t pid, std::uint64_t start) {
+  const json::Json value = {{"instance_id", instance_id}, {"cgroups", cgroups},
+                            {"pid", pid},                 {"start_time", start},
+                            {"boot_id", current_boot_id()}};
+  const auto path = record_path(store, instance_id);
+  const auto temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << value.dump() << "\n";
+    if (!out) {
+      throw BackendError("a standby sandbox could not be recorded",
+                         temporary + ": " + std::strerror(errno));
+    }
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    throw BackendError("a standby sandbox could not be recorded",
+                       path.string() + ": " + std::strerror(errno));
+  }
+}
+
+void wait_for_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) {
+  std::unique_ptr<StandbyMonitor> standby(new StandbyMonitor());
+  standby->store_ = options.store;
+  standby->instance_id_ = "lx-" + random_hex(8);
+  if (options.layout != nullptr) {
+    standby->cgroups_ = plan_instance_cgroups(*options.layout, standby->instance_id_,
+                                              options.limits, options.per_command_cgroups);
+  }
+  if (::mkdir(standby_directory(*options.store).c_str(), 0700) != 0 && errno != EEXIST) {
+    throw BackendError("a standby sandbox could not be recorded",
+                       standby_directory(*options.store).string() + ": " + std::strerror(errno));
+  }
+  // First the record (so purge finds whatever follows), then the cgroups, then the process.
+  write_record(*options.store, standby->instance_id_, standby->cgroups_.directories, 0, 0);
+  try {
+    if (options.layout != nullptr) {
+      create_instance_cgroups(*options.layout, standby->cgroups_, options.limits,
+                              options.guest_root);
+    }
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+      throw BackendError("a standby sandbox could not be started", std::strerror(errno));
+    }
+    standby->channel_.reset(pair[0]);
+    UniqueFd theirs = above_targets(pair[1]);
+    ::close(pair[1]);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, theirs.get(), 3);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    sigset_t none;
+    sigemptyset(&none);
+    sigset_t all;
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attributes, &none);
+    posix_spawnattr_setsigdefault(&attributes, &all);
+    posix_spawnattr_setflags(&attributes,
+                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+    const std::string parent = std::to_string(::getpid());
+    const std::string program = options.init_path.string();
+    char* argv[] = {const_cast<char*>("airlock-init"), const_cast<char*>("--standby"),
+                    const_cast<char*>(parent.c_str()), nullptr};
+    char* envp[] = {nullptr};
+    const int spawn_error =
+        ::posix_spawn(&standby->pid_, program.c_str(), &actions, &attributes, argv, envp);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+    theirs.reset();
+    if (spawn_error != 0) {
+      standby->pid_ = -1;
+      throw BackendError("a standby sandbox could not be started",
+                         program + ": " + std::strerror(spawn_error));
+    }
+    write_record(*options.store, standby->instance_id_, standby->cgroups_.directories,
+                 standby->pid_, process_start_time(standby->pid_).value_or(0));
+    // Join the cgroups now, while nobody waits for it.
+    wire::Writer join;
+    join.strings(standby->cgroups_.procs_files);
+    if (const int error = protocol::send_message(standby->channel_.get(), join.data(), nullptr, 0);
+        error != 0) {
+      throw BackendError("a standby sandbox could not be started", std::strerror(error));
+    }
+    struct pollfd wait {standby->channel_.get(), POLLIN, 0};
+    char answer = 0;
+    if (::poll(&wait, 1, static_cast<int>(options.timeout.count())) != 1 ||
+        ::read(standby->channel_.get(), &answer, 1) != 1 || answer != 'j') {
+      throw BackendError("a standby sandbox could not join its cgroups", "standby answered no");
+    }
+  } catch (...) {
+    standby.reset();  // discards: kills, reaps, removes the cgroups and the record
+    throw;
+  }
+  return standby;
+}
+
+StandbyMonitor::~StandbyMonitor() { discard(); }
+
+bool StandbyMonitor::usable() const noexcept {
+  if (claimed_ || pid_ <= 0 || !channel_) return false;
+  struct pollfd hangup {channel_.get(), POLLIN, 0};
+  // The standby never writes after its join answer: anything readable is end of stream.
+  return ::poll(&hangup, 1, 0) == 0;
+}
+
+LaunchedInit StandbyMonitor::claim(const SpawnConfig& config, int control_listener,
+                                   std::optional<int> image_pin,
+                                   std::chrono::milliseconds timeout) {
+  if (!usable()) throw BackendError("the standby sandbox is gone", instance_id_);
+  MonitorHandoff handoff = prepare_handoff(config);
+  std::vector<int> fds{handoff.config.get(), handoff.status_write.get(), control_listener};
+  if (image_pin) fds.push_back(*image_pin);
+  if (const int error = protocol::send_message(channel_.get(), "claim", fds.data(), fds.size());
+      error != 0) {
+    throw BackendError("the standby sandbox is gone", std::strerror(error));
+  }
+  claimed_ = true;
+  handoff.status_write.reset();
+  handoff.config.reset();
+  channel_.reset();
+  const pid_t monitor = std::exchange(pid_, -1);
+  return await_init(handoff.status_read.get(), monitor, timeout);
+}
+
+void StandbyMonitor::forget_record() noexcept {
+  if (store_ != nullptr) ::unlink(record_path(*store_, instance_id_).c_str());
+}
+
+void StandbyMonitor::discard() noexcept {
+  channel_.reset();  // end of stream: an unclaimed standby exits by itself
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    wait_for_exit(pid_);
+    pid_ = -1;
+  }
+  if (claimed_ || store_ == nullptr) return;  // the cgroups belong to a sandbox now
+  if (!cgroups_.directories.empty()) destroy_cgroups(cgroups_.directories, std::chrono::seconds(5));
+  forget_record();
+}
+
+int StandbyMonitor::reclaim_all(const StateStore& store) noexcept {
+  int reclaimed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(standby_directory(store), error)) {
+    if (entry.path().extension() != ".json") continue;
+    try {
+      std::ifstream file(entry.path());
+      std::stringstream text;
+      text << file.rdbuf();
+      const json::Json value = json::Json::parse(text.str());
+      RecordFile as_record;
+      as_record.init_pid = value.at("pid").get<long>();
+      as_record.init_start_time = value.at("start_time").get<std::uint64_t>();
+      as_record.boot_id = value.at("boot_id").get<std::string>();
+      if (UniqueFd process = open_verified_init(as_record)) {
+        sys::pidfd_send_signal(process.get(), SIGKILL);
+        struct pollfd exited {process.get(), POLLIN, 0};
+        ::poll(&exited, 1, 5000);
+      }
+      destroy_cgroups(value.at("cgroups").get<std::vector<std::string>>(), std::chrono::seconds(5));
+    } catch (...) {
+    }
+    std::filesystem::remove(entry.path(), error);
+    ++reclaimed;
+  }
+  return reclaimed;
+}
+
+}  // namespace airlock::linux_backend

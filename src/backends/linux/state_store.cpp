@@ -1,0 +1,205 @@
+#include "backends/linux/state_store.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "airlock/errors.hpp"
+#include "airlock/json.hpp"
+#include "backends/linux/syscalls.hpp"
+
+namespace airlock::linux_backend {
+namespace {
+
+constexpr int kRecordFormat = 1;
+
+void make_private_directory(const std::filesystem::path& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw BackendError("the linux backend's state directory could not be created",
+                       path.string() + ": " + std::strerror(errno));
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "linux") {}
+
+void StateStore::ensure_layout() const {
+  std::error_code ignored;
+  std::filesystem::create_directories(base_.parent_path(), ignored);
+  make_private_directory(base_);
+  make_private_directory(base_ / "locks");
+}
+
+UniqueFd StateStore::lock(const std::string& id) const {
+  const std::filesystem::path path = base_ / "locks" / (id + ".lock");
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) {
+    throw BackendError("the linux backend could not lock a sandbox's state",
+                       path.string() + ": " + std::strerror(errno));
+  }
+  while (::flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      throw BackendError("the linux backend could not lock a sandbox's state",
+                         path.string() + ": " + std::strerror(errno));
+    }
+  }
+  return fd;
+}
+
+std::optional<RecordFile> StateStore::read(const std::string& id) const {
+  const std::filesystem::path path = sandbox_dir(id) / "record.json";
+  std::ifstream file(path);
+  if (!file) return std::nullopt;
+  std::stringstream text;
+  text << file.rdbuf();
+  try {
+    const json::Json value = json::Json::parse(text.str());
+    if (value.value("format", 0) != kRecordFormat) return std::nullopt;
+    RecordFile record;
+    record.id = value.at("id").get<std::string>();
+    record.instance_id = value.at("instance_id").get<std::string>();
+    record.kind = value.at("kind").get<std::string>();
+    record.labels = value.at("labels").get<std::map<std::string, std::string>>();
+    record.egress_posture = value.at("egress_posture").get<std::string>();
+    record.state = value.at("state").get<std::string>();
+    record.image = value.at("image").get<std::string>();
+    record.work_dir = value.at("work_dir").get<std::string>();
+    record.cgroups = value.at("cgroups").get<std::vector<std::string>>();
+    record.init_pid = value.at("init_pid").get<long>();
+    record.init_start_time = value.at("init_start_time").get<std::uint64_t>();
+    record.boot_id = value.at("boot_id").get<std::string>();
+    record.created_at_ms = value.at("created_at_ms").get<std::int64_t>();
+    record.uid_base = value.at("uid_base").get<std::uint32_t>();
+    record.privileged = value.at("privileged").get<bool>();
+    return record;
+  } catch (const std::exception&) {
+    return std::nullopt;  // unreadable: treated as leftovers without a record
+  }
+}
+
+void StateStore::write(const RecordFile& record) const {
+  const json::Json value = {
+      {"format", kRecordFormat},
+      {"backend", "linux"},
+      {"id", record.id},
+      {"instance_id", record.instance_id},
+      {"kind", record.kind},
+      {"labels", record.labels},
+      {"egress_posture", record.egress_posture},
+      {"state", record.state},
+      {"image", record.image},
+      {"work_dir", record.work_dir},
+      {"cgroups", record.cgroups},
+      {"init_pid", record.init_pid},
+      {"init_start_time", record.init_start_time},
+      {"boot_id", record.boot_id},
+      {"created_at_ms", record.created_at_ms},
+      {"uid_base", record.uid_base},
+      {"privileged", record.privileged},
+  };
+  const std::filesystem::path directory = sandbox_dir(record.id);
+  const std::filesystem::path temporary = directory / ("record.json." + random_hex(4));
+  const std::string text = value.dump(2) + "\n";
+  {
+    UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      const int error = errno;
+      ::unlink(temporary.c_str());
+      throw BackendError("the linux backend could not write a sandbox record",
+                         temporary.string() + ": " + std::strerror(error));
+    }
+  }
+  if (::rename(temporary.c_str(), (directory / "record.json").c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw BackendError("the linux backend could not write a sandbox record",
+                       directory.string() + ": " + std::strerror(error));
+  }
+}
+
+std::vector<std::string> StateStore::ids() const {
+  std::vector<std::string> out;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(base_, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "locks" || name == "standby" || !entry.is_directory()) continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> process_start_time(long pid) {
+  const std::string text = read_text("/proc/" + std::to_string(pid) + "/stat");
+  // The command name may hold spaces and parentheses: fields resume after the *last* ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  // Fields from 3 (state); start time is field 22.
+  std::string state;
+  fields >> state;
+  if (state == "Z" || state == "X") return std::nullopt;
+  for (int index = 4; index < 22; ++index) fields >> field;
+  std::uint64_t start = 0;
+  if (!(fields >> start)) return std::nullopt;
+  return start;
+}
+
+std::string current_boot_id() {
+  std::string id = read_text("/proc/sys/kernel/random/boot_id");
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+bool init_is_alive(const RecordFile& record) {
+  if (record.init_pid <= 0 || record.boot_id != current_boot_id()) return false;
+  const auto start = process_start_time(record.init_pid);
+  return start && *start == record.init_start_time;
+}
+
+UniqueFd open_verified_init(const RecordFile& record) {
+  if (record.init_pid <= 0 || record.boot_id != current_boot_id()) return {};
+  UniqueFd pidfd(sys::pidfd_open(static_cast<pid_t>(record.init_pid)));
+  if (!pidfd) return {};
+  // Checked after the pidfd pins the pid: if the start time matches now, the pidfd is ours.
+  const auto start = process_start_time(record.init_pid);
+  if (!start || *start != record.init_start_time) return {};
+  return pidfd;
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t got = ::getrandom(raw.data() + done, bytes - done, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw SystemError("getrandom failed", errno);
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char byte : raw) {
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
+  return out;
+}
+
+}  // namespace airlock::linux_backend

@@ -1,0 +1,85 @@
+// Durable state of the linux backend: one directory per sandbox under <state_dir>/linux/, found
+// by any process — never this process's memory alone.
+//
+//   <state_dir>/linux/              0700
+//     locks/<id>.lock               flock: get-or-create and dispose of one identity, across
+//                                   processes (the files stay; removing a lock file someone waits
+//                                   on would break the exclusion)
+//     <id>/record.json              the record (written before anything else exists, updated
+//                                   once the init runs: a crash at any point leaves a record
+//                                   naming everything to reclaim)
+//     <id>/control.sock             the init's control socket
+//     <id>/root/                    the mount point of the sandbox's root (inside its mount
+//                                   namespace only: on the host it stays an empty directory)
+//     <id>/work/                    image "host": the storage bound at the work dir
+//     <id>/overlay-upper/, overlay-work/   images: the sandbox's writes
+//     <id>/egress/                  allowlist: where the host's proxy puts egress.sock
+// <id> is sandbox_identity(key, kind, egress posture).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/linux/unique_fd.hpp"
+
+namespace airlock::linux_backend {
+
+struct RecordFile {
+  std::string id;
+  std::string instance_id;
+  std::string kind;
+  std::map<std::string, std::string> labels;  // mapped (hashed) values only
+  std::string egress_posture;
+  std::string state;  // "creating" until the init reported ready, then "running"
+  std::string image;  // "host" or the rootfs directory
+  std::string work_dir;
+  std::vector<std::string> cgroups;
+  long init_pid = 0;
+  std::uint64_t init_start_time = 0;  // /proc/<pid>/stat field 22
+  std::string boot_id;
+  std::int64_t created_at_ms = 0;     // Unix time
+  std::uint32_t uid_base = 0;
+  bool privileged = false;
+};
+
+class StateStore {
+ public:
+  explicit StateStore(std::filesystem::path state_dir);
+
+  const std::filesystem::path& base() const noexcept { return base_; }  // <state_dir>/linux
+  std::filesystem::path sandbox_dir(const std::string& id) const { return base_ / id; }
+
+  // Creates <state_dir>/linux and locks/ (mode 0700) when missing.
+  void ensure_layout() const;
+  // Exclusive flock on locks/<id>.lock, held while the descriptor lives.
+  UniqueFd lock(const std::string& id) const;
+
+  std::optional<RecordFile> read(const std::string& id) const;
+  // Atomically replaces <id>/record.json (temporary sibling + rename).
+  void write(const RecordFile& record) const;
+  // Identities with a directory here (records or leftovers).
+  std::vector<std::string> ids() const;
+
+ private:
+  std::filesystem::path base_;
+};
+
+// What the kernel says about a process, to tell our init from a process that reused its pid.
+std::optional<std::uint64_t> process_start_time(long pid);
+std::string current_boot_id();
+// The record's init is this very process, still running (not a zombie).
+bool init_is_alive(const RecordFile& record);
+// A pidfd for the record's init, verified against its start time after it was opened (so it
+// cannot name a process that reused the pid). Invalid when the init is gone.
+UniqueFd open_verified_init(const RecordFile& record);
+
+std::string random_hex(std::size_t bytes);
+
+}  // namespace airlock::linux_backend

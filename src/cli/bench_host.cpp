@@ -1,0 +1,148 @@
+// Host baselines for `airlock bench` (see bench_host.hpp).
+#include "cli/bench_host.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "backends/linux/syscalls.hpp"
+
+extern char** environ;
+
+namespace airlock::cli::host_baseline {
+namespace {
+
+void wait_success(pid_t child, const char* what) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error(std::string(what) + ": waitpid failed");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error(std::string(what) + " failed (wait status " +
+                             std::to_string(status) + ")");
+  }
+}
+
+struct FloorArguments {
+  const char* scratch;
+  int release;
+};
+
+int floor_child(void* opaque) {
+  auto* arguments = static_cast<FloorArguments*>(opaque);
+  char byte;
+  if (::read(arguments->release, &byte, 1) != 1) return 10;
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 11;
+  if (::mount("/", arguments->scratch, nullptr, MS_BIND | MS_REC, nullptr) != 0) return 12;
+  const std::string proc = std::string(arguments->scratch) + "/proc";
+  if (::mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+    return 13;
+  }
+  struct mount_attr attributes {};
+  attributes.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (linux_backend::sys::mount_setattr(AT_FDCWD, arguments->scratch, AT_RECURSIVE,
+                                        &attributes) != 0) {
+    return 14;
+  }
+  if (::chdir(arguments->scratch) != 0) return 15;
+  if (linux_backend::sys::pivot_root(".", ".") != 0) return 16;
+  if (::umount2(".", MNT_DETACH) != 0) return 17;
+  if (::chdir("/") != 0) return 18;
+  char* argv[] = {const_cast<char*>("true"), nullptr};
+  ::execve("/bin/true", argv, environ);
+  return 19;
+}
+
+}  // namespace
+
+void fork_exec_true() {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    char* argv[] = {const_cast<char*>("true"), nullptr};
+    ::execve("/bin/true", argv, environ);
+    ::_exit(127);
+  }
+  if (child < 0) throw std::runtime_error("fork failed");
+  wait_success(child, "fork+exec /bin/true");
+}
+
+void clone_pivot_true(const std::filesystem::path& scratch) {
+  static constexpr std::size_t kStack = 256 * 1024;
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) throw std::runtime_error("mmap failed");
+  int release[2];
+  if (::pipe2(release, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  const std::string target = scratch.string();
+  FloorArguments arguments{target.c_str(), release[0]};
+  const pid_t child =
+      ::clone(floor_child, static_cast<char*>(stack) + kStack,
+              CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
+                  CLONE_NEWUTS | SIGCHLD,
+              &arguments);
+  ::close(release[0]);
+  if (child < 0) {
+    ::close(release[1]);
+    ::munmap(stack, kStack);
+    throw std::runtime_error(std::string("clone failed: ") + std::strerror(errno));
+  }
+  const std::string prefix = "/proc/" + std::to_string(child);
+  auto write_file = [](const std::string& path, const std::string& text) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool done = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return done;
+  };
+  const std::string uid = std::to_string(::geteuid());
+  const std::string gid = std::to_string(::getegid());
+  const bool mapped = write_file(prefix + "/setgroups", "deny") &&
+                      write_file(prefix + "/uid_map", "0 " + uid + " 1\n") &&
+                      write_file(prefix + "/gid_map", "0 " + gid + " 1\n");
+  if (mapped) {
+    ssize_t ignored = ::write(release[1], "1", 1);
+    (void)ignored;
+  }
+  ::close(release[1]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::munmap(stack, kStack);
+  if (!mapped || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw std::runtime_error("the clone+pivot_root floor failed (status " +
+                             std::to_string(status) + ")");
+  }
+}
+
+std::optional<std::string> find_bwrap() {
+  for (const char* candidate : {"/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"}) {
+    if (::access(candidate, X_OK) == 0) return std::string(candidate);
+  }
+  return std::nullopt;
+}
+
+void bwrap_true(const std::string& bwrap) {
+  char* argv[] = {const_cast<char*>("bwrap"), const_cast<char*>("--ro-bind"),
+                  const_cast<char*>("/"), const_cast<char*>("/"),
+                  const_cast<char*>("--unshare-all"), const_cast<char*>("--dev"),
+                  const_cast<char*>("/dev"), const_cast<char*>("--proc"),
+                  const_cast<char*>("/proc"), const_cast<char*>("true"), nullptr};
+  pid_t child = 0;
+  if (::posix_spawn(&child, bwrap.c_str(), nullptr, nullptr, argv, environ) != 0) {
+    throw std::runtime_error("bwrap could not be started");
+  }
+  wait_success(child, "bwrap true");
+}
+
+}  // namespace airlock::cli::host_baseline

@@ -1,0 +1,64 @@
+// airlock ls: every sandbox the backends' durable state knows about, whoever created it.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "cli/command.hpp"
+#include "cli/common.hpp"
+#include "cli/state_backends.hpp"
+
+namespace airlock::cli {
+namespace {
+
+std::string format_time(std::chrono::system_clock::time_point when) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+int run_ls(const RouterFlags& flags, const Context& context) {
+  json::Json all = json::Json::array();
+  std::vector<SandboxRecord> records;
+  for (const auto& backend : state_backends(flags)) {
+    for (auto& record : backend->list_sandboxes()) records.push_back(std::move(record));
+  }
+  if (context.json) {
+    for (const auto& record : records) all.push_back(json::to_json(record));
+    print_json(all);
+    return 0;
+  }
+  std::printf("%-8s %-36s %-16s %-9s %-20s %s\n", "BACKEND", "INSTANCE", "KIND", "STATE",
+              "CREATED", "SCOPE / THREAD (as stored)");
+  for (const auto& record : records) {
+    auto label = [&](const char* name) {
+      auto found = record.labels.find(name);
+      return found == record.labels.end() ? std::string("-") : found->second;
+    };
+    std::printf("%-8s %-36s %-16s %-9s %-20s %s / %s\n", record.backend.c_str(),
+                record.instance_id.c_str(), record.kind.c_str(), record.state.c_str(),
+                format_time(record.created_at).c_str(), label("airlock.scope").c_str(),
+                label("airlock.thread").c_str());
+  }
+  return 0;
+}
+
+const bool kRegistered = register_command("ls", [](CLI::App& app, Context& context) {
+  auto flags = std::make_shared<RouterFlags>();
+  CLI::App* ls = app.add_subcommand("ls", "list sandboxes from the backends' durable state");
+  ls->add_option("--backend", flags->backends, "backend type (repeatable; default linux)");
+  ls->add_option("--backend-config", flags->backend_config_file,
+                 "JSON file of backend settings, keyed by backend type");
+  ls->add_option("--config", flags->config_file, "JSON file: a whole router configuration");
+  ls->callback([flags, &context] {
+    spdlog::set_level(spdlog::level::from_str(context.log_level));
+    context.exit_code = run_ls(*flags, context);
+  });
+});
+
+}  // namespace
+}  // namespace airlock::cli

@@ -1,0 +1,121 @@
+// A host process for the linux backend's crash and cross-process tests.
+//
+//   linux_test_host STATE_DIR acquire SCOPE KIND   acquire one sandbox, print its instance id
+//   linux_test_host STATE_DIR hold SCOPE COUNT     acquire COUNT sandboxes (each running a
+//                                                  background sleep), print "ready", then wait
+//                                                  to be killed
+//   linux_test_host STATE_DIR churn SCOPE          acquire, exec and dispose in a loop until
+//                                                  killed (a crash lands at a random step)
+//   linux_test_host STATE_DIR probe SCOPE          acquire one sandbox and report, one fact per
+//                                                  line, what its boundary looks like; then
+//                                                  purge everything
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "airlock/backends/linux.hpp"
+#include "airlock/errors.hpp"
+
+using namespace airlock;
+
+namespace {
+
+SandboxSpec spec_for(const std::string& kind) {
+  SandboxSpec::Fields fields;
+  fields.kind = kind;
+  return SandboxSpec(std::move(fields));
+}
+
+ExecOptions quick() {
+  ExecOptions options;
+  options.working_directory = kDefaultWorkDir;
+  options.timeout = std::chrono::seconds(30);
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::cerr << "usage: linux_test_host STATE_DIR acquire|hold|churn SCOPE [KIND|COUNT]\n";
+    return 2;
+  }
+  LinuxBackendConfig config;
+  config.state_dir = argv[1];
+  const std::string mode = argv[2];
+  const SandboxKey key{argv[3], "thread", "agent"};
+  try {
+    auto backend = make_linux_backend(config);
+    if (mode == "acquire" && argc == 5) {
+      auto sandbox = backend->acquire(key, spec_for(argv[4]));
+      std::cout << sandbox->instance_id() << std::endl;
+      return 0;
+    }
+    if (mode == "hold" && argc == 5) {
+      const int count = std::atoi(argv[4]);
+      for (int i = 0; i < count; ++i) {
+        auto sandbox = backend->acquire(key, spec_for("held-" + std::to_string(i)));
+        sandbox->exec(Command::shell("sleep 1000 > /dev/null 2>&1 &"), quick());
+        std::cout << sandbox->instance_id() << std::endl;
+      }
+      std::cout << "ready" << std::endl;
+      for (;;) ::pause();
+    }
+    if (mode == "probe") {
+      auto sandbox = backend->acquire(key, spec_for("probe"));
+      const ExecResult facts = sandbox->exec(
+          Command::shell("echo uid=$(id -u); grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "
+                         "/proc/self/status | tr -d '\t'; echo procs=$(ls /proc | grep -c "
+                         "'^[0-9]'); echo x > /usr/probe 2>/dev/null && echo usr=writable || "
+                         "echo usr=read-only; cat /etc/shadow >/dev/null 2>&1 && echo shadow=read "
+                         "|| echo shadow=denied; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d "
+                         "' ' | sed 's/^/netdev=/'"),
+          quick());
+      std::cout << facts.stdout_bytes;
+      sandbox->write_file("a/b.txt", "round trip", kDefaultWorkDir);
+      std::cout << "file=" << sandbox->read_file("a/b.txt", kDefaultWorkDir, 100) << "\n";
+      sandbox->exec(Command::shell("ln -s /etc link"), quick());
+      try {
+        sandbox->write_file("link/x", "y", kDefaultWorkDir);
+        std::cout << "link=followed\n";
+      } catch (const ConfinementError&) {
+        std::cout << "link=refused\n";
+      }
+      ExecOptions short_timeout = quick();
+      short_timeout.timeout = std::chrono::milliseconds(300);
+      try {
+        sandbox->exec(Command::argv({"sleep", "30"}), short_timeout);
+      } catch (const Timeout& timeout) {
+        std::cout << "timeout_confirmed=" << timeout.kill_confirmed().value_or(false) << "\n";
+      }
+      SandboxSpec::Fields limited;
+      limited.kind = "limited";
+      limited.resources.pids = 10;
+      try {
+        backend->acquire(key, SandboxSpec(limited));
+        std::cout << "limits=accepted\n";
+      } catch (const InvalidArgument&) {
+        std::cout << "limits=refused\n";
+      }
+      std::cout << "purged=" << backend->purge_all() << std::endl;
+      return 0;
+    }
+    if (mode == "churn") {
+      for (unsigned round = 0;; ++round) {
+        const std::string kind = "churn-" + std::to_string(round % 3);
+        auto sandbox = backend->acquire(key, spec_for(kind));
+        sandbox->exec(Command::argv({"true"}), quick());
+        if (round % 2 == 0) backend->dispose_kind(key, kind, sandbox->instance_id());
+      }
+    }
+  } catch (const Error& error) {
+    std::cerr << error_detail(error) << std::endl;
+    return 1;
+  }
+  std::cerr << "unknown mode\n";
+  return 2;
+}

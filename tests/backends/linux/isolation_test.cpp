@@ -1,0 +1,215 @@
+// The boundary itself: what a guest command can see and reach.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "linux/fixture.hpp"
+
+namespace airlock::linux_backend::testing {
+namespace {
+
+using IsolationTest = LinuxBackendTest;
+
+TEST_F(IsolationTest, CannotSeeHostProcesses) {
+  auto sandbox = acquire(spec());
+  // The host's pid of this test process must not exist inside.
+  const ExecResult result = sh(*sandbox, "ls /proc | grep -E '^[0-9]+$' | sort -n | tr '\\n' ' ';"
+                                         " echo; kill -0 " + std::to_string(::getpid()) +
+                                         " 2>/dev/null && echo REACHED-HOST-PID || true");
+  ASSERT_EQ(result.exit_code, 0) << result.stderr_bytes;
+  EXPECT_EQ(result.stdout_bytes.find("REACHED-HOST-PID"), std::string::npos);
+  // PID 1 (the init), the shell and its children: a handful, nothing of the host's hundreds.
+  std::istringstream pids(result.stdout_bytes);
+  int count = 0;
+  long pid = 0;
+  bool saw_init = false;
+  while (pids >> pid) {
+    ++count;
+    if (pid == 1) saw_init = true;
+  }
+  EXPECT_TRUE(saw_init);
+  EXPECT_LE(count, 6) << result.stdout_bytes;
+  const ExecResult comm = sh(*sandbox, "cat /proc/1/comm");
+  EXPECT_EQ(comm.stdout_bytes, "airlock-init\n");
+}
+
+TEST_F(IsolationTest, RootIsReadOnlyWithHostImage) {
+  auto sandbox = acquire(spec());
+  for (const char* target : {"/usr/airlock-probe", "/etc/airlock-probe", "/airlock-probe",
+                             "/var/airlock-probe"}) {
+    const ExecResult result = sh(*sandbox, std::string("echo x > ") + target);
+    EXPECT_NE(result.exit_code, 0) << target;
+    EXPECT_NE(result.stderr_bytes.find("Read-only file system"), std::string::npos)
+        << target << ": " << result.stderr_bytes;
+    EXPECT_FALSE(std::filesystem::exists(target)) << target;
+  }
+  // …while the work dir and /tmp are writable.
+  EXPECT_EQ(sh(*sandbox, "echo ok > /tmp/probe && echo ok > probe").exit_code, 0);
+}
+
+TEST_F(IsolationTest, CannotReadHostShadowFile) {
+  ASSERT_TRUE(std::filesystem::exists("/etc/shadow"));
+  auto sandbox = acquire(spec());
+  const ExecResult result = sh(*sandbox, "cat /etc/shadow");
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(result.stdout_bytes.empty());
+  EXPECT_NE(result.stderr_bytes.find("Permission denied"), std::string::npos)
+      << result.stderr_bytes;
+}
+
+TEST_F(IsolationTest, HostRootGroupGrantsNothing) {
+  // A file readable by the host's root *group* only. The monitor that starts the sandbox runs as
+  // root with group 0; were that group carried in, the guest could read this.
+  TemporaryDirectory directory("airlock-group-probe");
+  const std::filesystem::path probe_dir = std::filesystem::path("/var/tmp") /
+                                          directory.path().filename();
+  std::filesystem::create_directories(probe_dir);
+  const auto group_only = probe_dir / "group-only";
+  const auto world = probe_dir / "world";
+  std::ofstream(group_only) << "group secret\n";
+  std::ofstream(world) << "world readable\n";
+  ::chmod(group_only.c_str(), 0640);
+  ::chmod(world.c_str(), 0644);
+  ::chmod(probe_dir.c_str(), 0755);
+  auto sandbox = acquire(spec());
+  const ExecResult denied = sh(*sandbox, "cat " + group_only.string());
+  const ExecResult allowed = sh(*sandbox, "cat " + world.string());
+  std::filesystem::remove_all(probe_dir);
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_EQ(denied.stdout_bytes, "");
+  EXPECT_EQ(allowed.exit_code, 0) << "positive control: " << allowed.stderr_bytes;
+  EXPECT_EQ(allowed.stdout_bytes, "world readable\n");
+  // No supplementary group at all (the kernel prints an empty list as "Groups:\t \n").
+  const ExecResult groups = sh(*sandbox, "grep '^Groups:' /proc/self/status | tr -cd '0-9'");
+  EXPECT_EQ(groups.stdout_bytes, "");
+}
+
+TEST_F(IsolationTest, NetworkIsUnreachable) {
+  // A server on the host's loopback: the sandbox's loopback is its own, so it must not get in.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  struct sockaddr_in address {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<struct sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(listener, reinterpret_cast<struct sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+
+  auto sandbox = acquire(spec());
+  const ExecResult local = sh(*sandbox, "python3 -c \"import socket; s=socket.socket(); "
+                                        "s.settimeout(2); s.connect(('127.0.0.1', " +
+                                            std::to_string(port) + ")); print('CONNECTED')\"");
+  EXPECT_EQ(local.stdout_bytes.find("CONNECTED"), std::string::npos);
+  EXPECT_NE(local.stderr_bytes.find("ConnectionRefusedError"), std::string::npos)
+      << local.stderr_bytes;
+  // No route anywhere else: a UDP send (a DNS query) and a TCP connect to a public address fail.
+  const ExecResult outside = sh(
+      *sandbox,
+      "python3 -c \"import socket\n"
+      "for family, kind, target in ((socket.AF_INET, socket.SOCK_DGRAM, ('8.8.8.8', 53)),"
+      " (socket.AF_INET, socket.SOCK_STREAM, ('1.1.1.1', 443))):\n"
+      "  s = socket.socket(family, kind); s.settimeout(2)\n"
+      "  try:\n"
+      "    s.connect(target); s.send(b'x'); print('REACHED', target)\n"
+      "  except OSError as e: print('blocked', e.errno)\n\"");
+  EXPECT_EQ(outside.stdout_bytes.find("REACHED"), std::string::npos) << outside.stdout_bytes;
+  EXPECT_NE(outside.stdout_bytes.find("blocked"), std::string::npos) << outside.stderr_bytes;
+  // Only the loopback device exists, and it is up.
+  const ExecResult devices = sh(*sandbox, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+  EXPECT_EQ(devices.stdout_bytes, "lo\n");
+  ::close(listener);
+}
+
+TEST_F(IsolationTest, CommandsHoldNoCapabilities) {
+  auto sandbox = acquire(spec());
+  const ExecResult status = sh(*sandbox, "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|"
+                                         "Seccomp):' /proc/self/status");
+  EXPECT_EQ(status.stdout_bytes,
+            "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+            "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+}
+
+TEST_F(IsolationTest, CommandsAreTheOomKillersFirstChoice) {
+  auto sandbox = acquire(spec());
+  EXPECT_EQ(sh(*sandbox, "cat /proc/self/oom_score_adj").stdout_bytes, "1000\n");
+  EXPECT_EQ(sh(*sandbox, "cat /proc/1/oom_score_adj 2>&1 || true").stdout_bytes.find("1000"),
+            std::string::npos);
+}
+
+TEST_F(IsolationTest, CannotMountUnshareOrTrace) {
+  auto sandbox = acquire(spec());
+  struct Attempt {
+    const char* command;
+    const char* why;
+  };
+  for (const Attempt& attempt : {
+           Attempt{"mount -t tmpfs none /tmp", "mount"},
+           Attempt{"unshare -U true", "a new user namespace (the way back to capabilities)"},
+           Attempt{"unshare -r true", "a new user namespace mapped to root"},
+           Attempt{"unshare -n true", "a new network namespace"},
+           Attempt{"python3 -c 'import os; os.unshare(os.CLONE_NEWUSER)'", "unshare via python"},
+           Attempt{"python3 -c \"import ctypes; l=ctypes.CDLL(None); "
+                   "import sys; sys.exit(0 if l.ptrace(0,0,0,0)==0 else 1)\"",
+                   "ptrace(PTRACE_TRACEME)"},
+       }) {
+    const ExecResult result = sh(*sandbox, attempt.command);
+    EXPECT_NE(result.exit_code, 0) << attempt.why << " succeeded: " << result.stdout_bytes;
+  }
+}
+
+TEST_F(IsolationTest, StateDirectoryIsCoveredInsideTheSandbox) {
+  // With the state directory under a host directory the guest sees (/var/lib here), the sandbox
+  // must see an empty, unreadable directory in its place.
+  TemporaryDirectory base("airlock-hidden-state");
+  const std::filesystem::path state = std::filesystem::path("/var/tmp") / base.path().filename();
+  std::filesystem::create_directories(state);
+  auto backend = make_backend([&](LinuxBackendConfig& config) { config.state_dir = state; });
+  {
+    auto sandbox = acquire(spec(), std::nullopt, backend.get());
+    const ExecResult result = sh(*sandbox, "ls -la " + state.string() + " 2>&1; ls " +
+                                               state.string() + "/linux 2>&1");
+    EXPECT_EQ(result.stdout_bytes.find("record.json"), std::string::npos);
+    EXPECT_EQ(result.stdout_bytes.find("locks"), std::string::npos) << result.stdout_bytes;
+    // Positive control: the host's /var/tmp itself is visible.
+    EXPECT_EQ(sh(*sandbox, "test -d /var/tmp").exit_code, 0);
+  }
+  backend->purge_all();
+  audit_.expect_clean(state);
+  std::filesystem::remove_all(state);
+}
+
+TEST_F(IsolationTest, GuestRootIsAnUnprivilegedHostUser) {
+  auto sandbox = acquire(spec());
+  const ExecResult made = sh(*sandbox, "id -u; touch made-by-guest; mkdir made-dir");
+  ASSERT_EQ(made.exit_code, 0) << made.stderr_bytes;
+  EXPECT_EQ(made.stdout_bytes, "0\n");
+  struct stat info {};
+  // The default work dir's first component (/maf-sandbox) is the work storage itself.
+  const auto work = state_->path() / "linux" / sandbox->record().id / "work" / "work";
+  ASSERT_EQ(::stat((work / "made-by-guest").c_str(), &info), 0);
+  EXPECT_EQ(info.st_uid, LinuxBackendConfig{}.uid_base);
+  EXPECT_EQ(info.st_gid, LinuxBackendConfig{}.uid_base);
+  // Host root's files are nobody's inside.
+  const ExecResult owner = sh(*sandbox, "stat -c %u:%g /etc/hostname");
+  EXPECT_EQ(owner.stdout_bytes, "65534:65534\n");
+}
+
+TEST_F(IsolationTest, TwoSandboxesCannotSeeEachOther) {
+  auto first = acquire(spec("first"));
+  auto second = acquire(spec("second"));
+  ASSERT_NE(first->instance_id(), second->instance_id());
+  ASSERT_EQ(sh(*first, "echo mine > /tmp/secret; echo mine > secret").exit_code, 0);
+  const ExecResult probe = sh(*second, "cat /tmp/secret secret 2>&1; ls /proc | grep -c '^[0-9]'");
+  EXPECT_EQ(probe.stdout_bytes.find("mine"), std::string::npos) << probe.stdout_bytes;
+}
+
+}  // namespace
+}  // namespace airlock::linux_backend::testing
