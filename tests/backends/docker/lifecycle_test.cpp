@@ -1,6 +1,7 @@
 // Get-or-create, reuse, restart, adoption, hardening, limits, labels and disposal — against a
 // real engine.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -17,9 +18,8 @@ std::map<std::string, std::string> scope_labels(const std::string& scope) {
   return {{"airlock.backend", "docker"}, {"airlock.scope", map_label_value(scope)}};
 }
 
-// Run the helper binary (another process) and return its stdout; fails the test on a bad exit.
-std::string run_helper(const std::string& arguments) {
-  const std::string line = std::string(AIRLOCK_DOCKER_HELPER) + " " + arguments;
+// Run a command line (another process) and return its stdout; fails the test on a bad exit.
+std::string run_process(const std::string& line) {
   FILE* pipe = ::popen(line.c_str(), "r");
   if (pipe == nullptr) return "popen failed";
   std::string out;
@@ -27,6 +27,29 @@ std::string run_helper(const std::string& arguments) {
   while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << line << " → " << out;
+  return out;
+}
+
+std::string run_helper(const std::string& arguments) {
+  return run_process(std::string(AIRLOCK_DOCKER_HELPER) + " " + arguments);
+}
+
+// The operator's CLI over this engine: `airlock <subcommand> --backend docker` with a backend
+// configuration naming DOCKER_HOST, written for the one call and removed after it.
+std::string run_cli(const std::string& subcommand, const std::string& arguments) {
+  char path[] = "/tmp/airlock-docker-cli-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return "mkstemp failed";
+  const DockerConfig config = test_config();
+  const std::string body = R"({"docker": {"host": ")" + config.host + R"(", "default_image": ")" +
+                           config.default_image + R"(", "pull_missing_images": false}})";
+  const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
+  ::close(fd);
+  std::string out = written ? run_process(std::string(AIRLOCK_CLI) + " " + subcommand +
+                                          " --backend docker --backend-config " + path + " " +
+                                          arguments)
+                            : "write failed";
+  ::unlink(path);
   return out;
 }
 
@@ -253,6 +276,24 @@ TEST_F(EngineTest, SandboxesLeftByADeadProcessArePurgedHere) {
   const std::string ids = run_helper("create " + scope_ + " 2");
   EXPECT_EQ(list_containers(*client_, scope_labels(scope_)).size(), 2u) << ids;
   EXPECT_EQ(backend_->dispose_scope(scope_, std::nullopt), 2);
+  EXPECT_TRUE(list_containers(*client_, scope_labels(scope_)).empty());
+}
+
+TEST_F(EngineTest, TheAirlockCliListsAndPurgesWhatACrashedProcessLeft) {
+  // A process acquires and dies without disposing; the operator's `airlock ls` and
+  // `airlock purge` — other processes again — find its sandboxes by label alone.
+  const std::string ids = run_helper("create " + scope_ + " 2");
+  ASSERT_EQ(list_containers(*client_, scope_labels(scope_)).size(), 2u) << ids;
+  const std::string listed = run_cli("--json ls", "");
+  for (std::size_t start = 0, end; (end = ids.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    EXPECT_NE(listed.find(ids.substr(start, end - start)), std::string::npos)
+        << "airlock ls does not list " << ids.substr(start, end - start);
+  }
+  EXPECT_EQ(run_cli("purge", "--scope " + scope_ + " --thread thread-0"), "removed 1 sandbox\n");
+  EXPECT_EQ(list_containers(*client_, scope_labels(scope_)).size(), 1u)
+      << "a thread's purge reached beyond its thread";
+  EXPECT_EQ(run_cli("purge", "--scope " + scope_), "removed 1 sandbox\n");
   EXPECT_TRUE(list_containers(*client_, scope_labels(scope_)).empty());
 }
 
