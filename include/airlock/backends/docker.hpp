@@ -10,10 +10,10 @@
 //
 // What it enforces, and how:
 //   - closed egress: NetworkMode "none" (loopback only);
-//   - allowlist egress (only when `proxy_image` is configured): the sandbox sits on an
-//     `--internal` network of its own whose only other member is a proxy container running
-//     airlock's CONNECT proxy; the proxy alone also joins `proxy_outbound_network`. See
-//     docs/backends/docker.md for the topology and its residuals;
+//   - allowlist egress: NOT served yet. The planned topology (an `--internal` network per
+//     sandbox whose only other member is a proxy container running airlock's CONNECT proxy)
+//     needs airlock-egress-proxy, which is not in this tree; until it is, a configured
+//     `proxy_image` is refused with NotSupported and only `closed` is declared;
 //   - CapDrop ALL, no-new-privileges, a pids limit (512 by default), optional memory / CPU limits
 //     (the spec's `resources` win over the configuration), optionally a read-only root;
 //   - no bind mount of any host path and never the engine's socket.
@@ -91,9 +91,9 @@ struct DockerConfig {
   // Empty: run_code is not declared. The operator vouches that the images used have it.
   std::string run_code_interpreter;
 
-  // Allowlist egress. `proxy_image` must run airlock-egress-proxy (scripts/engines/ builds one
-  // offline from our binary); `proxy_outbound_network` is the engine network that gives the
-  // proxy its way out.
+  // Allowlist egress (reserved). `proxy_image` would run airlock-egress-proxy and
+  // `proxy_outbound_network` give it its way out; until that proxy is in the tree the backend's
+  // constructor refuses a non-empty `proxy_image` with NotSupported.
   std::string proxy_image;
   std::string proxy_outbound_network;
   std::chrono::milliseconds proxy_ready_timeout{10'000};

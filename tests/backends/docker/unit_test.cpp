@@ -158,6 +158,23 @@ TEST(DockerConfig, ValuesAreParsed) {
   EXPECT_EQ(config.request_timeout, std::chrono::milliseconds(2500));
 }
 
+TEST(DockerDeclarations, AnAllowlistProxyIsRefusedUntilTheEgressProxyExists) {
+  // Without airlock's egress proxy in the tree, a configured proxy_image would declare an
+  // allowlist that no sandbox could get: refused at construction, naming the key.
+  DockerConfig config;
+  config.host = "unix:///nonexistent/docker.sock";
+  config.proxy_image = "airlock-egress-proxy";
+  config.proxy_outbound_network = "outbound";
+  try {
+    DockerBackend backend(config);
+    FAIL() << "a proxy_image was accepted: allowlist would be declared and never served";
+  } catch (const NotSupported& error) {
+    EXPECT_NE(std::string(error.what()).find("proxy_image"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(make_backend("docker", json{{"proxy_image", "p"}, {"proxy_outbound_network", "o"}}),
+               NotSupported);
+}
+
 TEST(DockerDeclarations, WhatIsDeclaredFollowsTheConfiguration) {
   DockerConfig config;
   config.host = "unix:///nonexistent/docker.sock";
@@ -169,12 +186,10 @@ TEST(DockerDeclarations, WhatIsDeclaredFollowsTheConfiguration) {
   EXPECT_EQ(closed_only.os_families(), (OsFamilySet{OsFamily::posix}));
   EXPECT_EQ(closed_only.limits()->files_in.max_bytes_per_file, 64ull << 20);
 
-  config.proxy_image = "airlock-egress-proxy";
-  config.proxy_outbound_network = "outbound";
   config.run_code_interpreter = "python3";
   config.runtime = "runsc";
   DockerBackend configured(config);
-  EXPECT_EQ(configured.egress_modes(), (EgressSet{Egress::closed, Egress::allowlist}));
+  EXPECT_EQ(configured.egress_modes(), (EgressSet{Egress::closed}));
   EXPECT_TRUE(configured.capabilities()->contains(Capability::run_code));
   // runsc is configured, but no engine confirmed it: the weaker rung is declared.
   EXPECT_EQ(configured.isolation(), Isolation::container);
