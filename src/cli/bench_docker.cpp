@@ -69,7 +69,8 @@ void bench_docker(BenchRun& run) {
     run.skipped("docker", "no container engine (DOCKER_HOST unset; scripts/engines/dockerd start)");
     return;
   }
-  const std::string image = environment_or("AIRLOCK_DOCKER_BENCH_IMAGE", "airlock-test/busybox:latest");
+  const std::string image =
+      environment_or("AIRLOCK_DOCKER_BENCH_IMAGE", "airlock-test/busybox:latest");
   docker::DockerConfig config;
   config.default_image = image;
   config.pull_missing_images = false;
@@ -101,12 +102,13 @@ void bench_docker(BenchRun& run) {
   });
 
   int serial = 0;
-  const Stats& cold = run.time("docker cold acquire + exec true + dispose", run.iterations(12), [&] {
-    const SandboxKey key{scope, "cold-" + std::to_string(serial++), "/bench"};
-    auto sandbox = backend.acquire(key, spec);
-    sandbox->exec(true_command, options);
-    backend.dispose_kind(key, spec.kind(), sandbox->instance_id());
-  });
+  const Stats& cold =
+      run.time("docker cold acquire + exec true + dispose", run.iterations(12), [&] {
+        const SandboxKey key{scope, "cold-" + std::to_string(serial++), "/bench"};
+        auto sandbox = backend.acquire(key, spec);
+        sandbox->exec(true_command, options);
+        backend.dispose_kind(key, spec.kind(), sandbox->instance_id());
+      });
 
   const std::string cli = docker_cli();
   if (cli.empty()) {
@@ -117,11 +119,10 @@ void bench_docker(BenchRun& run) {
   const Stats& cli_exec = run.time("`docker exec` true (CLI)", run.iterations(30), [&] {
     run_quietly({cli, "exec", container, "true"});
   });
-  const Stats& cli_run = run.time("`docker run --rm --network none` true (CLI)",
-                                  run.iterations(12), [&] {
-                                    run_quietly({cli, "run", "--rm", "--network", "none", image,
-                                                 "true"});
-                                  });
+  const Stats& cli_run =
+      run.time("`docker run --rm --network none` true (CLI)", run.iterations(12), [&] {
+        run_quietly({cli, "run", "--rm", "--network", "none", image, "true"});
+      });
   run.ratio("docker warm exec (API) / `docker exec` (CLI)", warm, cli_exec, 0.5);
   run.ratio("docker cold acquire+exec+dispose / `docker run --rm` (CLI)", cold, cli_run,
             std::nullopt);

@@ -18,12 +18,13 @@
 //     (the spec's `resources` win over the configuration), optionally a read-only root;
 //   - no bind mount of any host path and never the engine's socket.
 //
-// File plane over the archive endpoints (or the host plane; see `file_plane`). A write is a tar PUT to the deepest existing ancestor
-// (missing parents travel as directory entries of the same tar); stat is the engine's no-follow
-// path stat (X-Docker-Container-Path-Stat); a read refuses links, non-regular entries and
-// anything larger than `max_bytes` from the response's stat and tar header before its body is
-// read; a listing reads tar headers only; a removal is an exec of `rm -f` / `rm -rf` (which
-// never follows a link). Every path method runs the shared confinement walk of paths.hpp first.
+// File plane over the archive endpoints (or the host plane; see `file_plane`). A write is a tar PUT
+// to the deepest existing ancestor (missing parents travel as directory entries of the same tar);
+// stat is the engine's no-follow path stat (X-Docker-Container-Path-Stat); a read refuses links,
+// non-regular entries and anything larger than `max_bytes` from the response's stat and tar header
+// before its body is read; a listing reads tar headers only; a removal is an exec of `rm -f` / `rm
+// -rf` (which never follows a link). Every path method runs the shared confinement walk of
+// paths.hpp first.
 //
 // Hazards a host should know:
 //   - A timed-out, cancelled, or output-refused exec RESTARTS the container: the Engine API has
@@ -77,10 +78,10 @@ struct DockerConfig {
   std::chrono::milliseconds pull_timeout{600'000};
 
   std::uint64_t pids_limit = 512;
-  std::optional<std::uint64_t> memory_bytes;  // also the memory+swap ceiling (no swap)
-  std::optional<std::uint64_t> cpu_millis;    // 1000 = one CPU
-  bool read_only_rootfs = false;              // a tmpfs /tmp is mounted when set
-  bool init = true;                           // the engine's init as PID 1 (reaps orphans)
+  std::optional<std::uint64_t> memory_bytes;       // also the memory+swap ceiling (no swap)
+  std::optional<std::uint64_t> cpu_millis;         // 1000 = one CPU
+  bool read_only_rootfs = false;                   // a tmpfs /tmp is mounted when set
+  bool init = true;                                // the engine's init as PID 1 (reaps orphans)
   std::map<std::string, std::string> environment;  // container environment
 
   // An engine runtime name (e.g. "runsc"). Declares hardened_container only when the engine's

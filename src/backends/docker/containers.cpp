@@ -1,8 +1,8 @@
 #include "backends/docker/containers.hpp"
 
 #include <ctime>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "airlock/errors.hpp"
 #include "backends/docker/engine_streams.hpp"
@@ -207,8 +207,7 @@ std::vector<ContainerInfo> list_containers(EngineClient& client,
     info.running = info.state == "running";
     if (item.contains("Labels")) info.labels = labels_of(item["Labels"]);
     if (item.contains("Created") && item["Created"].is_number_integer()) {
-      info.created_at =
-          std::chrono::system_clock::from_time_t(item["Created"].get<std::time_t>());
+      info.created_at = std::chrono::system_clock::from_time_t(item["Created"].get<std::time_t>());
     }
     containers.push_back(std::move(info));
   }
@@ -219,12 +218,8 @@ std::string ensure_network(EngineClient& client, const std::string& name, bool i
                            const std::map<std::string, std::string>& labels) {
   json label_object = json::object();
   for (const auto& [key, value] : labels) label_object[key] = value;
-  json body = {{"Name", name},
-               {"CheckDuplicate", true},
-               {"Driver", "bridge"},
-               {"Internal", internal},
-               {"Attachable", false},
-               {"Labels", label_object}};
+  json body = {{"Name", name},         {"CheckDuplicate", true}, {"Driver", "bridge"},
+               {"Internal", internal}, {"Attachable", false},    {"Labels", label_object}};
   if (internal) {
     // No address for the host on an internal network: without one, a sandbox has no host
     // interface to reach around its proxy (the engine runs without iptables isolation here).
@@ -243,8 +238,8 @@ std::string ensure_network(EngineClient& client, const std::string& name, bool i
                      "/networks/create", response);
 }
 
-void connect_network(EngineClient& client, const std::string& network,
-                     const std::string& container, const std::vector<std::string>& aliases) {
+void connect_network(EngineClient& client, const std::string& network, const std::string& container,
+                     const std::vector<std::string>& aliases) {
   json body = {{"Container", container}};
   if (!aliases.empty()) body["EndpointConfig"] = {{"Aliases", aliases}};
   const std::string text = body.dump();
@@ -281,8 +276,7 @@ std::vector<NetworkInfo> list_networks(EngineClient& client,
 
 bool remove_network(EngineClient& client, const std::string& name_or_id) noexcept {
   try {
-    const EngineResponse response =
-        client.call("DELETE", "/networks/" + url_encode(name_or_id));
+    const EngineResponse response = client.call("DELETE", "/networks/" + url_encode(name_or_id));
     return response.status == 204 || response.status == 200 || response.status == 404;
   } catch (...) {
     return false;
@@ -307,8 +301,7 @@ void ensure_image(EngineClient& client, const std::string& image, bool pull,
   CallOptions options;
   options.timeout = pull_timeout;
   options.max_body_bytes = 64u << 20;
-  const EngineResponse pulled =
-      client.call_unversioned("POST", pull_path, options);
+  const EngineResponse pulled = client.call_unversioned("POST", pull_path, options);
   std::string failure;
   if (pulled.status != 200) {
     failure = pulled.engine_message();
@@ -331,8 +324,7 @@ void ensure_image(EngineClient& client, const std::string& image, bool pull,
 std::map<std::string, std::string> engine_runtimes(EngineClient& client) {
   const EngineResponse response = client.call("GET", "/info");
   if (response.status != 200) {
-    EngineClient::fail("the container engine could not describe itself", "GET", "/info",
-                       response);
+    EngineClient::fail("the container engine could not describe itself", "GET", "/info", response);
   }
   const json parsed = parse_object(response, "/info");
   std::map<std::string, std::string> runtimes;

@@ -23,10 +23,10 @@ struct ContainerInfo {
   std::string id;
   std::string name;  // without the leading '/'
   bool running = false;
-  bool paused = false;   // inspect only
-  int pid = 0;           // inspect only: the init's pid in the engine's pid namespace
-  std::string runtime;   // inspect only
-  std::string state;  // the engine's word ("running", "exited", …)
+  bool paused = false;  // inspect only
+  int pid = 0;          // inspect only: the init's pid in the engine's pid namespace
+  std::string runtime;  // inspect only
+  std::string state;    // the engine's word ("running", "exited", …)
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point created_at{};
 };
@@ -72,8 +72,8 @@ struct NetworkInfo {
 // Creates an internal (or not) bridge network; an existing one of that name is adopted.
 std::string ensure_network(EngineClient& client, const std::string& name, bool internal,
                            const std::map<std::string, std::string>& labels);
-void connect_network(EngineClient& client, const std::string& network,
-                     const std::string& container, const std::vector<std::string>& aliases);
+void connect_network(EngineClient& client, const std::string& network, const std::string& container,
+                     const std::vector<std::string>& aliases);
 std::vector<NetworkInfo> list_networks(EngineClient& client,
                                        const std::map<std::string, std::string>& labels);
 // True when gone (404 counts). Never throws.

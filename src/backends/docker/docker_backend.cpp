@@ -121,8 +121,8 @@ DockerBackend::DockerBackend(DockerConfig config) : state_(std::make_unique<Stat
   }
   if (config.host.empty()) {
     const char* from_environment = std::getenv("DOCKER_HOST");
-    config.host = from_environment && *from_environment ? from_environment
-                                                        : "unix:///var/run/docker.sock";
+    config.host =
+        from_environment && *from_environment ? from_environment : "unix:///var/run/docker.sock";
   }
   auto endpoint = parse_engine_host(config.host, config.tls, "docker.host");
   TlsSettings tls{config.tls_ca_file, config.tls_cert_file, config.tls_key_file, config.tls_verify};
@@ -135,9 +135,13 @@ DockerBackend::DockerBackend(DockerConfig config) : state_(std::make_unique<Stat
 
 DockerBackend::~DockerBackend() = default;
 
-const DockerConfig& DockerBackend::config() const noexcept { return state_->engine->config; }
+const DockerConfig& DockerBackend::config() const noexcept {
+  return state_->engine->config;
+}
 
-std::string DockerBackend::api_version() const { return state_->engine->client->api_version(); }
+std::string DockerBackend::api_version() const {
+  return state_->engine->client->api_version();
+}
 
 std::string DockerBackend::container_name(const SandboxKey& key, const SandboxSpec& spec) {
   return "airlock-" + sandbox_identity(key, spec.kind(), spec.egress_posture());
@@ -157,8 +161,8 @@ Isolation DockerBackend::isolation() const {
   try {
     const auto runtimes = state_->engine_runtime_list();
     const auto found = runtimes.find(runtime);
-    const bool runsc = found != runtimes.end() &&
-                       (found->second == "runsc" || found->second.ends_with("/runsc"));
+    const bool runsc =
+        found != runtimes.end() && (found->second == "runsc" || found->second.ends_with("/runsc"));
     std::lock_guard guard(state_->mutex);
     state_->confirmed_isolation = runsc ? Isolation::hardened_container : Isolation::container;
     return *state_->confirmed_isolation;
@@ -203,12 +207,11 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   }
   if (spec.egress() == Egress::unrestricted ||
       (spec.egress() == Egress::allowlist && config.proxy_image.empty())) {
-    throw EgressNotEnforced("the docker backend cannot enforce the '" +
-                                std::string(to_string(spec.egress())) + "' egress mode" +
-                                (spec.egress() == Egress::allowlist
-                                     ? " without a configured proxy_image"
-                                     : ""),
-                            "egress");
+    throw EgressNotEnforced(
+        "the docker backend cannot enforce the '" + std::string(to_string(spec.egress())) +
+            "' egress mode" +
+            (spec.egress() == Egress::allowlist ? " without a configured proxy_image" : ""),
+        "egress");
   }
   if (!config.runtime.empty()) {
     const auto runtimes = state_->engine_runtime_list();
@@ -262,8 +265,8 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       request.environment = config.environment;
       request.network_mode = allowlist ? topology.network : "none";
       request.pids_limit = spec.resources().pids.value_or(config.pids_limit);
-      request.memory_bytes = spec.resources().memory_bytes ? spec.resources().memory_bytes
-                                                           : config.memory_bytes;
+      request.memory_bytes =
+          spec.resources().memory_bytes ? spec.resources().memory_bytes : config.memory_bytes;
       request.cpu_millis =
           spec.resources().cpu_millis ? spec.resources().cpu_millis : config.cpu_millis;
       request.read_only_rootfs = config.read_only_rootfs;
@@ -356,9 +359,8 @@ int DockerBackend::purge_all() noexcept {
 
 std::vector<SandboxRecord> DockerBackend::list_sandboxes() {
   std::vector<SandboxRecord> records;
-  for (const auto& container :
-       list_containers(*state_->engine->client, {{kBackendLabel, "docker"},
-                                                 {kRoleLabel, kRoleSandbox}})) {
+  for (const auto& container : list_containers(
+           *state_->engine->client, {{kBackendLabel, "docker"}, {kRoleLabel, kRoleSandbox}})) {
     SandboxRecord record;
     record.backend = "docker";
     record.instance_id = container.id;

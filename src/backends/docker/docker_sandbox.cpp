@@ -58,9 +58,9 @@ void refuse_overlong(std::string_view path, const std::string& absolute) {
   for (char c : absolute) {
     component = c == '/' ? 0 : component + 1;
     if (component > 255) {
-      throw SystemError("a component of '" + std::string(path).substr(0, 64) +
-                            "…' is longer than 255 bytes",
-                        ENAMETOOLONG, absolute.substr(0, 256));
+      throw SystemError(
+          "a component of '" + std::string(path).substr(0, 64) + "…' is longer than 255 bytes",
+          ENAMETOOLONG, absolute.substr(0, 256));
     }
   }
   if (absolute.size() >= 4096) {
@@ -108,8 +108,8 @@ bool DockerSandbox::force_stop() noexcept {
   try {
     // t=0: SIGKILL to PID 1 at once, which ends every process in the container's pid namespace;
     // then the keeper starts again and the files are still there.
-    const EngineResponse response = engine_->client->call(
-        "POST", "/containers/" + identity_.container_id + "/restart?t=0");
+    const EngineResponse response =
+        engine_->client->call("POST", "/containers/" + identity_.container_id + "/restart?t=0");
     if (response.status == 204) return true;
   } catch (...) {
   }
@@ -132,8 +132,8 @@ std::shared_ptr<const HostRoot> DockerSandbox::host_root() {
       why = "the sandbox's container no longer exists";
     } else if (!info->running || info->pid <= 0) {
       why = "the sandbox's container is not running";
-    } else if (auto root = HostRoot::attach(identity_.container_id, info->pid, info->runtime,
-                                            why)) {
+    } else if (auto root =
+                   HostRoot::attach(identity_.container_id, info->pid, info->runtime, why)) {
       host_root_ = std::make_shared<const HostRoot>(std::move(*root));
       return host_root_;
     } else {
@@ -232,7 +232,8 @@ std::optional<SandboxEntry> DockerSandbox::stat_file(std::string_view path,
                                                      std::string_view working_directory) {
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(path, absolute);
-  if (const auto root = host_root()) return host_plane::stat(root->fd(), absolute, working_directory);
+  if (const auto root = host_root())
+    return host_plane::stat(root->fd(), absolute, working_directory);
   Walk walk(*this);
   refuse_symlinked_parents(walk.stat(), absolute, working_directory);
   const auto& leaf = walk.at(absolute);
@@ -300,9 +301,9 @@ std::string DockerSandbox::read_file(std::string_view path, std::string_view wor
     if (!data) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes);
     return std::move(*data);
   } catch (const StreamDeadline&) {
-    throw SystemError("reading '" + std::string(path) +
-                          "' did not finish within the backend's request timeout",
-                      ETIMEDOUT, absolute);
+    throw SystemError(
+        "reading '" + std::string(path) + "' did not finish within the backend's request timeout",
+        ETIMEDOUT, absolute);
   }
 }
 
@@ -310,7 +311,8 @@ std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
                                                   std::string_view working_directory) {
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(path, absolute);
-  if (const auto root = host_root()) return host_plane::list(root->fd(), absolute, working_directory);
+  if (const auto root = host_root())
+    return host_plane::list(root->fd(), absolute, working_directory);
   Walk walk(*this);
   refuse_symlinked_parents(walk.stat(), absolute, working_directory, /*include_self=*/true);
   const auto& self = walk.at(absolute);
@@ -336,7 +338,8 @@ std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
     if (const auto header = download.header("x-docker-container-path-stat")) {
       const auto stat = decode_path_stat(*header);
       if (stat && stat->kind == EntryKind::symlink) {
-        throw ConfinementError("'" + std::string(path) + "' is a link; a listing never follows one");
+        throw ConfinementError("'" + std::string(path) +
+                               "' is a link; a listing never follows one");
       }
     }
     TarStreamReader reader(download);
@@ -352,7 +355,8 @@ std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
       if (download.consumed() > ceiling) {
         throw SystemError("'" + std::string(path) +
                               "' holds more than the backend lists through the engine's archive "
-                              "endpoint (" + std::to_string(ceiling) + " bytes)",
+                              "endpoint (" +
+                              std::to_string(ceiling) + " bytes)",
                           EFBIG, absolute);
       }
       std::string name = header->path;
@@ -367,9 +371,9 @@ std::vector<SandboxEntry> DockerSandbox::list_dir(std::string_view path,
       entries.push_back(std::move(entry));
     }
   } catch (const StreamDeadline&) {
-    throw SystemError("listing '" + std::string(path) +
-                          "' did not finish within the backend's request timeout",
-                      ETIMEDOUT, absolute);
+    throw SystemError(
+        "listing '" + std::string(path) + "' did not finish within the backend's request timeout",
+        ETIMEDOUT, absolute);
   }
   std::sort(entries.begin(), entries.end(),
             [](const SandboxEntry& a, const SandboxEntry& b) { return a.path < b.path; });
@@ -416,9 +420,9 @@ void DockerSandbox::remove(std::string_view path, std::string_view working_direc
   options.timeout = engine_->client->request_timeout();
   options.max_output_bytes = 64u << 10;
   options.overflow = OutputOverflow::truncate;
-  const ExecResult result = exec(
-      Command::argv({"sh", "-c", kScript, "airlock-remove", parent, name, recursive ? "-rf" : "-f"}),
-      options);
+  const ExecResult result = exec(Command::argv({"sh", "-c", kScript, "airlock-remove", parent, name,
+                                                recursive ? "-rf" : "-f"}),
+                                 options);
   if (result.exit_code == 86) {
     throw ConfinementError("'" + std::string(path) + "' passes through a link");
   }
@@ -437,26 +441,25 @@ ExecResult DockerSandbox::exec(const Command& command, const ExecOptions& option
   if (!identity_.environment.empty()) {
     with_environment = options;
     with_environment.environment.insert(with_environment.environment.begin(),
-                                        identity_.environment.begin(),
-                                        identity_.environment.end());
+                                        identity_.environment.begin(), identity_.environment.end());
     effective = &with_environment;
   }
-  ExecOutcome outcome = run_exec(*engine_->client, identity_.container_id, command, *effective,
-                                 engine_->config.max_exec_output_bytes,
-                                 [this] { return force_stop(); });
+  ExecOutcome outcome =
+      run_exec(*engine_->client, identity_.container_id, command, *effective,
+               engine_->config.max_exec_output_bytes, [this] { return force_stop(); });
   if (outcome.may_not_have_started && !options.working_directory.empty()) {
     // The runtime could not start the command; a missing working directory is the usual reason
     // and deserves its own words.
     const auto directory = stat_path(normalize_guest_path(options.working_directory));
     if (!directory) {
-      throw NotFound("the working directory " + options.working_directory +
-                         " does not exist in the sandbox",
-                     options.working_directory);
+      throw NotFound(
+          "the working directory " + options.working_directory + " does not exist in the sandbox",
+          options.working_directory);
     }
     if (directory->kind != EntryKind::directory && directory->kind != EntryKind::symlink) {
-      throw NotADirectory("the working directory " + options.working_directory +
-                              " is not a directory",
-                          options.working_directory);
+      throw NotADirectory(
+          "the working directory " + options.working_directory + " is not a directory",
+          options.working_directory);
     }
   }
   return std::move(outcome.result);

@@ -15,7 +15,7 @@
 namespace airlock::docker {
 
 struct EgressTopology {
-  std::string network;  // the sandbox's network mode
+  std::string network;                                           // the sandbox's network mode
   std::vector<std::pair<std::string, std::string>> environment;  // HTTPS_PROXY, HTTP_PROXY, …
 };
 

@@ -83,8 +83,9 @@ EngineEndpoint parse_engine_host(std::string_view host, bool tls, std::string_vi
     endpoint.unix_socket = true;
     endpoint.socket_path = std::string(host.substr(7));
     if (endpoint.socket_path.empty() || endpoint.socket_path.front() != '/') {
-      throw InvalidArgument(where + ": a unix engine host needs an absolute socket path, as in "
-                                    "unix:///var/run/docker.sock",
+      throw InvalidArgument(where +
+                                ": a unix engine host needs an absolute socket path, as in "
+                                "unix:///var/run/docker.sock",
                             where);
     }
     if (tls) throw InvalidArgument(where + ": tls applies to tcp:// hosts only", where);
@@ -99,9 +100,9 @@ EngineEndpoint parse_engine_host(std::string_view host, bool tls, std::string_vi
                                       authority.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (authority.empty() || !has_port || colon == 0 ||
         authority.find_first_of("/?#@ ") != std::string_view::npos) {
-      throw InvalidArgument(where + ": a tcp engine host is tcp://HOST:PORT, got \"" +
-                                std::string(host) + "\"",
-                            where);
+      throw InvalidArgument(
+          where + ": a tcp engine host is tcp://HOST:PORT, got \"" + std::string(host) + "\"",
+          where);
     }
     endpoint.unix_socket = false;
     endpoint.authority = std::string(authority);
@@ -126,13 +127,14 @@ std::optional<std::pair<int, int>> parse_api_version(std::string_view text) {
   return std::pair{major, minor};
 }
 
-std::string negotiate_api_version(std::string_view engine_version,
-                                  std::string_view engine_minimum, std::string_view our_maximum) {
+std::string negotiate_api_version(std::string_view engine_version, std::string_view engine_minimum,
+                                  std::string_view our_maximum) {
   const auto engine = parse_api_version(engine_version);
   const auto ours = parse_api_version(our_maximum);
   const auto floor = parse_api_version(kMinimumApiVersion);
-  if (!ours) throw InvalidArgument("api_version_max \"" + std::string(our_maximum) +
-                                   "\" is not a version of the form 1.NN");
+  if (!ours)
+    throw InvalidArgument("api_version_max \"" + std::string(our_maximum) +
+                          "\" is not a version of the form 1.NN");
   if (!engine) {
     throw BackendError("the container engine reported an API version this client cannot read",
                        "ApiVersion \"" + std::string(engine_version) + "\"");
@@ -140,8 +142,7 @@ std::string negotiate_api_version(std::string_view engine_version,
   const auto chosen = std::min(*engine, *ours);
   if (chosen < *floor) {
     throw BackendError("the container engine's API version " + std::string(engine_version) +
-                       " is older than " + kMinimumApiVersion +
-                       ", the oldest this client speaks");
+                       " is older than " + kMinimumApiVersion + ", the oldest this client speaks");
   }
   if (const auto minimum = parse_api_version(engine_minimum); minimum && chosen < *minimum) {
     throw BackendError("the container engine no longer speaks API version " +
@@ -338,8 +339,8 @@ std::string EngineClient::api_version() {
     }
   }
   const EngineResponse response = perform("GET", "/version", {});
-  if (response.status != 200) fail("the container engine refused to say its version", "GET",
-                                   "/version", response);
+  if (response.status != 200)
+    fail("the container engine refused to say its version", "GET", "/version", response);
   const auto parsed = nlohmann::json::parse(response.body, nullptr, false);
   if (!parsed.is_object() || !parsed.contains("ApiVersion") || !parsed["ApiVersion"].is_string()) {
     throw BackendError("the container engine's /version answer has no ApiVersion",
@@ -362,10 +363,10 @@ std::string EngineClient::versioned(std::string_view path) {
 
 void EngineClient::fail(std::string message, std::string_view method, std::string_view path,
                         const EngineResponse& response) {
-  throw BackendError(std::move(message) + " (engine status " + std::to_string(response.status) +
-                         ")",
-                     std::string(method) + " " + std::string(path) + " → " +
-                         std::to_string(response.status) + ": " + response.engine_message());
+  throw BackendError(
+      std::move(message) + " (engine status " + std::to_string(response.status) + ")",
+      std::string(method) + " " + std::string(path) + " → " + std::to_string(response.status) +
+          ": " + response.engine_message());
 }
 
 }  // namespace airlock::docker

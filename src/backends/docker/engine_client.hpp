@@ -41,8 +41,8 @@ std::optional<std::pair<int, int>> parse_api_version(std::string_view text);
 
 // min(engine, ours), refusing an engine below kMinimumApiVersion or whose own minimum is above
 // the version we would speak. Throws BackendError naming both versions.
-std::string negotiate_api_version(std::string_view engine_version,
-                                  std::string_view engine_minimum, std::string_view our_maximum);
+std::string negotiate_api_version(std::string_view engine_version, std::string_view engine_minimum,
+                                  std::string_view our_maximum);
 
 struct TlsSettings {
   std::string ca_file;
@@ -99,8 +99,8 @@ class EngineClient {
 
   // The BackendError every failed call raises: a model-safe `message`, and a detail naming the
   // request, the status and the engine's words.
-  [[noreturn]] static void fail(std::string message, std::string_view method,
-                                std::string_view path, const EngineResponse& response);
+  [[noreturn]] static void fail(std::string message, std::string_view method, std::string_view path,
+                                const EngineResponse& response);
 
  private:
   EngineResponse perform(std::string_view method, const std::string& path,

@@ -149,9 +149,9 @@ std::size_t EngineDownload::read(char* out, std::size_t capacity) {
     }
     if (done_) {
       if (result_ != CURLE_OK) {
-        throw BackendError("the container engine's answer was cut short",
-                           "GET " + path_ + ": " +
-                               curl_easy_strerror(static_cast<CURLcode>(result_)));
+        throw BackendError(
+            "the container engine's answer was cut short",
+            "GET " + path_ + ": " + curl_easy_strerror(static_cast<CURLcode>(result_)));
       }
       return 0;
     }
@@ -217,7 +217,9 @@ HijackedConnection::HijackedConnection(EngineClient& client, std::string_view me
   }
 }
 
-HijackedConnection::~HijackedConnection() { curl_easy_cleanup(easy_); }
+HijackedConnection::~HijackedConnection() {
+  curl_easy_cleanup(easy_);
+}
 
 void HijackedConnection::wait_socket(short events, Clock::time_point deadline) {
   const int wait = remaining_ms(deadline, 1000);

@@ -75,8 +75,8 @@ std::string create_exec(EngineClient& client, const std::string& container_id,
   while (true) {
     CallOptions call;
     call.body = text;
-    call.timeout = std::clamp(left_until(deadline), std::chrono::milliseconds(1),
-                              client.request_timeout());
+    call.timeout =
+        std::clamp(left_until(deadline), std::chrono::milliseconds(1), client.request_timeout());
     try {
       response = client.call("POST", path, call);
     } catch (const BackendError&) {
@@ -100,7 +100,8 @@ std::string create_exec(EngineClient& client, const std::string& container_id,
   }
   const auto parsed = json::parse(response.body, nullptr, false);
   if (!parsed.is_object() || !parsed.contains("Id") || !parsed["Id"].is_string()) {
-    throw BackendError("the container engine's exec answer has no Id", response.body.substr(0, 300));
+    throw BackendError("the container engine's exec answer has no Id",
+                       response.body.substr(0, 300));
   }
   return parsed["Id"].get<std::string>();
 }
@@ -118,7 +119,8 @@ std::optional<int> exit_code(EngineClient& client, const std::string& exec_id,
       EngineClient::fail("the container engine lost track of a command", "GET", path, response);
     }
     const auto parsed = json::parse(response.body, nullptr, false);
-    if (!parsed.is_object()) throw BackendError("unreadable exec inspection", response.body.substr(0, 300));
+    if (!parsed.is_object())
+      throw BackendError("unreadable exec inspection", response.body.substr(0, 300));
     const bool running = parsed.value("Running", false);
     if (!running && parsed.contains("ExitCode") && parsed["ExitCode"].is_number_integer()) {
       return parsed["ExitCode"].get<int>();
@@ -131,9 +133,9 @@ std::optional<int> exit_code(EngineClient& client, const std::string& exec_id,
 
 }  // namespace
 
-ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
-                     const Command& command, const ExecOptions& options,
-                     std::uint64_t backend_ceiling, const ForceStop& force_stop) {
+ExecOutcome run_exec(EngineClient& client, const std::string& container_id, const Command& command,
+                     const ExecOptions& options, std::uint64_t backend_ceiling,
+                     const ForceStop& force_stop) {
   const Clock::time_point deadline = Clock::now() + options.timeout;
   if (!options.stdin_bytes.empty() && client.endpoint().tls) {
     throw NotSupported(

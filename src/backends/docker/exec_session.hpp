@@ -27,8 +27,8 @@ struct ExecOutcome {
 // Runs `command` in container `container_id`. `backend_ceiling` bounds the output when the
 // caller set no `max_output_bytes`. Throws Timeout (deadline or stop), ExecOutputLimitExceeded,
 // NotSupported (stdin over TLS), BackendError.
-ExecOutcome run_exec(EngineClient& client, const std::string& container_id,
-                     const Command& command, const ExecOptions& options,
-                     std::uint64_t backend_ceiling, const ForceStop& force_stop);
+ExecOutcome run_exec(EngineClient& client, const std::string& container_id, const Command& command,
+                     const ExecOptions& options, std::uint64_t backend_ceiling,
+                     const ForceStop& force_stop);
 
 }  // namespace airlock::docker

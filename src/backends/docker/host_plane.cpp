@@ -43,7 +43,9 @@ std::string parent_of(const std::string& absolute) {
   return absolute.substr(0, slash);
 }
 
-std::string name_of(const std::string& absolute) { return absolute.substr(absolute.rfind('/') + 1); }
+std::string name_of(const std::string& absolute) {
+  return absolute.substr(absolute.rfind('/') + 1);
+}
 
 [[noreturn]] void fail_errno(const std::string& what, int error, const std::string& absolute) {
   throw SystemError(what + ": " + std::strerror(error), error, absolute);
@@ -179,14 +181,16 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
   std::stringstream text;
   text << cgroups.rdbuf();
   if (container_id.size() < 32 || text.str().find(container_id) == std::string::npos) {
-    why = "pid " + std::to_string(init_pid) + " here is not the container's init (another pid "
+    why = "pid " + std::to_string(init_pid) +
+          " here is not the container's init (another pid "
           "namespace: a remote or nested engine)";
     return std::nullopt;
   }
   std::array<char, 64> ours{};
   std::array<char, 64> theirs{};
   const auto our_length = ::readlink("/proc/self/ns/user", ours.data(), ours.size() - 1);
-  const auto their_length = ::readlink((proc + "/ns/user").c_str(), theirs.data(), theirs.size() - 1);
+  const auto their_length =
+      ::readlink((proc + "/ns/user").c_str(), theirs.data(), theirs.size() - 1);
   if (our_length <= 0 || their_length <= 0 ||
       std::string_view(ours.data(), static_cast<std::size_t>(our_length)) !=
           std::string_view(theirs.data(), static_cast<std::size_t>(their_length))) {
@@ -195,7 +199,8 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
   }
   root.root_ = UniqueFd(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root.root_.valid()) {
-    why = "the container's root cannot be opened from here (" + std::string(std::strerror(errno)) + ")";
+    why = "the container's root cannot be opened from here (" + std::string(std::strerror(errno)) +
+          ")";
     return std::nullopt;
   }
   if (!root.alive()) {
@@ -206,8 +211,7 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
 }
 
 bool HostRoot::alive() const noexcept {
-  return pidfd_.valid() &&
-         ::syscall(SYS_pidfd_send_signal, pidfd_.get(), 0, nullptr, 0) == 0;
+  return pidfd_.valid() && ::syscall(SYS_pidfd_send_signal, pidfd_.get(), 0, nullptr, 0) == 0;
 }
 
 // ---- the file methods -------------------------------------------------------------------------
@@ -248,8 +252,8 @@ std::string read(int root, const std::string& absolute, std::string_view path,
     if (S_ISDIR(seen.st_mode)) throw IsADirectory(quoted + " is a directory", absolute);
     if (!S_ISREG(seen.st_mode)) throw SystemError(quoted + " is not a regular file", 0, absolute);
     if (seen.st_nlink > 1) {
-      throw SystemError(quoted + " is a hard link (it may name a file outside); never read",
-                        EMLINK, absolute);
+      throw SystemError(quoted + " is a hard link (it may name a file outside); never read", EMLINK,
+                        absolute);
     }
     if (static_cast<std::uint64_t>(seen.st_size) > max_bytes) {
       throw TransferCapExceeded("max_bytes", std::string(path), max_bytes,
@@ -297,8 +301,7 @@ std::string read(int root, const std::string& absolute, std::string_view path,
   return content;
 }
 
-void write(int root, const std::string& absolute, std::string_view path,
-           std::string_view content) {
+void write(int root, const std::string& absolute, std::string_view path, std::string_view content) {
   const std::string quoted = "'" + std::string(path) + "'";
   // Parents one component at a time, each created if missing and then opened without following.
   UniqueFd directory(open_beneath(root, ".", O_PATH | O_DIRECTORY));
@@ -324,7 +327,8 @@ void write(int root, const std::string& absolute, std::string_view path,
   const std::string name = name_of(absolute);
   if (const auto existing = stat_entry(directory.get(), name, absolute)) {
     if (S_ISLNK(existing->st_mode)) {
-      throw ConfinementError(quoted + " is a link; a write replaces a file and never follows a link");
+      throw ConfinementError(quoted +
+                             " is a link; a write replaces a file and never follows a link");
     }
     if (S_ISDIR(existing->st_mode)) throw IsADirectory(quoted + " is a directory", absolute);
   }

@@ -10,8 +10,12 @@
 
 namespace airlock::docker {
 
-enum class StreamType : std::uint8_t { stdin_stream = 0, stdout_stream = 1, stderr_stream = 2,
-                                       system_error = 3 };
+enum class StreamType : std::uint8_t {
+  stdin_stream = 0,
+  stdout_stream = 1,
+  stderr_stream = 2,
+  system_error = 3
+};
 
 class MultiplexedDecoder {
  public:

@@ -55,8 +55,8 @@ void write_header(archive* writer, const std::string& path, unsigned type, unsig
 
 }  // namespace
 
-std::string build_file_archive(const std::vector<std::string>& directories,
-                               const std::string& file, std::string_view content) {
+std::string build_file_archive(const std::vector<std::string>& directories, const std::string& file,
+                               std::string_view content) {
   std::string out;
   Archive writer{archive_write_new(), true};
   // pax_restricted: plain ustar unless a name or size needs an extension.
@@ -65,7 +65,8 @@ std::string build_file_archive(const std::vector<std::string>& directories,
   if (archive_write_open(writer.handle, &out, nullptr, append_to_string, nullptr) != ARCHIVE_OK) {
     throw BackendError("the archive for a write could not be started");
   }
-  for (const auto& directory : directories) write_header(writer.handle, directory, AE_IFDIR, 0755, 0);
+  for (const auto& directory : directories)
+    write_header(writer.handle, directory, AE_IFDIR, 0755, 0);
   write_header(writer.handle, file, AE_IFREG, 0644, static_cast<std::int64_t>(content.size()));
   std::size_t written = 0;
   while (written < content.size()) {
@@ -97,7 +98,9 @@ TarStreamReader::TarStreamReader(EngineDownload& download) : download_(download)
   }
 }
 
-TarStreamReader::~TarStreamReader() { archive_read_free(archive_); }
+TarStreamReader::~TarStreamReader() {
+  archive_read_free(archive_);
+}
 
 long TarStreamReader::pull(const void** block) {
   try {

@@ -21,8 +21,8 @@ class EngineDownload;
 
 // A tar holding `directories` (relative, parents first, mode 0755) then the regular file
 // `file` (relative, mode 0644) with `content`. Owner root, mtime now. PAX where names need it.
-std::string build_file_archive(const std::vector<std::string>& directories,
-                               const std::string& file, std::string_view content);
+std::string build_file_archive(const std::vector<std::string>& directories, const std::string& file,
+                               std::string_view content);
 
 // One header as the reader saw it.
 struct TarHeader {

@@ -4,9 +4,10 @@
 // On a local engine the backend's default file plane is the host plane, which must pass every
 // probe. The archive plane (remote engines, gVisor) is run too, and may fail only the probes
 // that attack its stated residuals — each named below — and nothing else.
+#include "airlock/conformance.hpp"
+
 #include <set>
 
-#include "airlock/conformance.hpp"
 #include "engine_fixture.hpp"
 
 namespace airlock::docker::test {
@@ -57,12 +58,18 @@ class ConformanceTest : public EngineTest, public ::testing::WithParamInterface<
   }
 };
 
-TEST_P(ConformanceTest, FilesOutSuitePasses) { run("files_out", run_files_out_conformance); }
-TEST_P(ConformanceTest, FilesInSuitePasses) { run("files_in", run_files_in_conformance); }
+TEST_P(ConformanceTest, FilesOutSuitePasses) {
+  run("files_out", run_files_out_conformance);
+}
+TEST_P(ConformanceTest, FilesInSuitePasses) {
+  run("files_in", run_files_in_conformance);
+}
 TEST_P(ConformanceTest, FilesDeleteSuitePasses) {
   run("files_delete", run_files_delete_conformance);
 }
-TEST_P(ConformanceTest, ExecSuitePasses) { run("exec", run_exec_conformance); }
+TEST_P(ConformanceTest, ExecSuitePasses) {
+  run("exec", run_exec_conformance);
+}
 
 INSTANTIATE_TEST_SUITE_P(Planes, ConformanceTest, ::testing::Values("host", "archive"),
                          [](const auto& plane) { return plane.param; });

@@ -44,9 +44,9 @@ void EngineTest::SetUp() {
            std::to_string(counter++);
   backend_ = std::make_shared<DockerBackend>(test_config());
   DockerConfig config = backend_->config();
-  client_ = std::make_shared<EngineClient>(parse_engine_host(config.host, false, "DOCKER_HOST"),
-                                           TlsSettings{}, kMaximumApiVersion,
-                                           std::chrono::seconds(60));
+  client_ =
+      std::make_shared<EngineClient>(parse_engine_host(config.host, false, "DOCKER_HOST"),
+                                     TlsSettings{}, kMaximumApiVersion, std::chrono::seconds(60));
   // An engine that is named but does not answer is a failure, not a skip.
   ASSERT_NO_THROW(backend_->api_version()) << "DOCKER_HOST is set but the engine does not answer";
 }

@@ -17,8 +17,8 @@ ExecOptions at(const std::string& working_directory,
 
 TEST_F(EngineTest, ExitCodesAndStreamsComeBackExactly) {
   auto sandbox = acquire();
-  const auto result = sandbox->exec(
-      Command::shell("printf 'out\\001\\377'; printf 'err' >&2; exit 7"), at("/"));
+  const auto result =
+      sandbox->exec(Command::shell("printf 'out\\001\\377'; printf 'err' >&2; exit 7"), at("/"));
   EXPECT_EQ(result.exit_code, 7);
   EXPECT_EQ(result.stdout_bytes, "out\x01\xff");
   EXPECT_EQ(result.stderr_bytes, "err");
@@ -28,8 +28,8 @@ TEST_F(EngineTest, ExitCodesAndStreamsComeBackExactly) {
 TEST_F(EngineTest, AnArgvIsNeverInterpretedByAShell) {
   auto sandbox = acquire();
   const std::string hostile = "a b$(echo injected)c;`id` '\"";
-  const auto result = sandbox->exec(
-      Command::argv({"sh", "-c", "printf '%s' \"$1\"", "probe", hostile}), at("/"));
+  const auto result =
+      sandbox->exec(Command::argv({"sh", "-c", "printf '%s' \"$1\"", "probe", hostile}), at("/"));
   EXPECT_EQ(result.stdout_bytes, hostile);
 }
 
@@ -48,8 +48,8 @@ TEST_F(EngineTest, StdinAndEnvironmentReachTheCommand) {
   ExecOptions options = at("/");
   options.stdin_bytes = std::string(300000, 'i') + "\nend\n";
   options.environment = {{"AIRLOCK_PROBE", "v a l"}};
-  const auto result = sandbox->exec(
-      Command::shell("printf '%s|' \"$AIRLOCK_PROBE\"; wc -c; "), options);
+  const auto result =
+      sandbox->exec(Command::shell("printf '%s|' \"$AIRLOCK_PROBE\"; wc -c; "), options);
   EXPECT_EQ(result.stdout_text(), "v a l|300005\n");
 }
 
@@ -74,9 +74,8 @@ TEST_F(EngineTest, AFloodAskedToTruncateKeepsTheCeilingAndFinishes) {
   ExecOptions options = at("/");
   options.max_output_bytes = 100000;
   options.overflow = OutputOverflow::truncate;
-  const auto result =
-      sandbox->exec(Command::shell("head -c 5000000 /dev/zero | tr '\\0' o; echo done >&2"),
-                    options);
+  const auto result = sandbox->exec(
+      Command::shell("head -c 5000000 /dev/zero | tr '\\0' o; echo done >&2"), options);
   EXPECT_TRUE(result.truncated);
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.stdout_bytes.size() + result.stderr_bytes.size(), 100000u);

@@ -34,8 +34,8 @@ class FilesTest : public EngineTest, public ::testing::WithParamInterface<std::s
     ASSERT_EQ(result.exit_code, 0) << line << ": " << result.stderr_text();
   }
   bool exists(const std::string& absolute) {
-    return sh(*sandbox_, "test -e " + posix_quote(absolute) + " || test -L " +
-                             posix_quote(absolute))
+    return sh(*sandbox_,
+              "test -e " + posix_quote(absolute) + " || test -L " + posix_quote(absolute))
                .exit_code == 0;
   }
   std::string cat(const std::string& absolute) {
@@ -89,8 +89,7 @@ TEST_P(FilesTest, ALinkedDestinationIsRefusedNotFollowed) {
 
 TEST_P(FilesTest, ALinkedWorkingDirectoryAndItsDescendantsAreRefused) {
   EXPECT_THROW(sandbox_->write_file("landed.txt", "x", "/srv/work/link-dir"), ConfinementError);
-  EXPECT_THROW(sandbox_->write_file("landed.txt", "x", "/srv/work/link-dir/sub"),
-               ConfinementError);
+  EXPECT_THROW(sandbox_->write_file("landed.txt", "x", "/srv/work/link-dir/sub"), ConfinementError);
   EXPECT_FALSE(exists("/srv/work-outside/landed.txt"));
   EXPECT_FALSE(exists("/srv/work-outside/sub/landed.txt"));
 }
@@ -125,8 +124,7 @@ TEST_P(FilesTest, StatDescribesALinkAsALinkWithNoSize) {
 TEST_P(FilesTest, CannotStatOrReadThroughALinkedParent) {
   EXPECT_THROW(sandbox_->stat_file("link-dir/secret.txt", kWork), ConfinementError);
   EXPECT_THROW(sandbox_->read_file("link-dir/secret.txt", kWork, 1 << 20), ConfinementError);
-  EXPECT_THROW(sandbox_->read_file("secret.txt", "/srv/work/link-dir", 1 << 20),
-               ConfinementError);
+  EXPECT_THROW(sandbox_->read_file("secret.txt", "/srv/work/link-dir", 1 << 20), ConfinementError);
   EXPECT_THROW(sandbox_->read_file("leaf.txt", "/srv/work/link-dir/sub", 1 << 20),
                ConfinementError);
 }
@@ -183,9 +181,10 @@ TEST_P(FilesTest, TheCapRefusesBeforeTheBodyIsTransferred) {
   ASSERT_TRUE(header);
   EXPECT_EQ(header->size, 64ull << 20);
   EXPECT_LT(download.consumed(), 2ull << 20) << "the reader pulled the body to judge the header";
-  RecordProperty("refusal_ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                  Clock::now() - started)
-                                                  .count()));
+  RecordProperty(
+      "refusal_ms",
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()));
 }
 
 // ---- listing ----------------------------------------------------------------------------------

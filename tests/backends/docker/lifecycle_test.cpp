@@ -24,7 +24,8 @@ std::string run_process(const std::string& line) {
   if (pipe == nullptr) return "popen failed";
   std::string out;
   std::array<char, 4096> buffer{};
-  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe))
+    out.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << line << " → " << out;
   return out;
@@ -45,10 +46,10 @@ std::string run_cli(const std::string& subcommand, const std::string& arguments)
                            config.default_image + R"(", "pull_missing_images": false}})";
   const bool written = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size());
   ::close(fd);
-  std::string out = written ? run_process(std::string(AIRLOCK_CLI) + " " + subcommand +
-                                          " --backend docker --backend-config " + path + " " +
-                                          arguments)
-                            : "write failed";
+  std::string out =
+      written ? run_process(std::string(AIRLOCK_CLI) + " " + subcommand +
+                            " --backend docker --backend-config " + path + " " + arguments)
+              : "write failed";
   ::unlink(path);
   return out;
 }
@@ -108,8 +109,7 @@ TEST_F(EngineTest, ConcurrentAcquiresYieldOneContainer) {
 TEST_F(EngineTest, AStoppedSandboxIsRestartedNotReplaced) {
   auto sandbox = acquire();
   sh(*sandbox, "echo kept > /tmp/state");
-  const auto stopped =
-      client_->call("POST", "/containers/" + sandbox->instance_id() + "/stop?t=0");
+  const auto stopped = client_->call("POST", "/containers/" + sandbox->instance_id() + "/stop?t=0");
   ASSERT_TRUE(stopped.status == 204 || stopped.status == 304) << stopped.status;
   ASSERT_FALSE(inspect(sandbox->instance_id())->running);
   auto again = acquire();
@@ -345,8 +345,8 @@ TEST_F(EngineTest, RunCodeRunsPythonFromStdin) {
   config.run_code_interpreter = "python3";
   auto backend = make_backend(config);
   ASSERT_TRUE(backend->capabilities()->contains(Capability::run_code));
-  auto sandbox = backend->acquire(key(), SandboxSpec({.kind = "py", .image = image,
-                                                      .work_dir = "/tmp"}));
+  auto sandbox =
+      backend->acquire(key(), SandboxSpec({.kind = "py", .image = image, .work_dir = "/tmp"}));
   const auto result = sandbox->run_code("import sys\nprint(sum(range(10)))\nsys.exit(3)\n",
                                         std::chrono::seconds(60));
   EXPECT_EQ(result.stdout_bytes, "45\n");

@@ -33,8 +33,8 @@ std::string frame(std::uint8_t stream, std::string_view payload) {
 }
 
 TEST(MultiplexedDecoder, FramesSplitAtEveryByteDemultiplexExactly) {
-  std::string stream = frame(1, "out-1\n") + frame(2, std::string("err\0bin", 7)) +
-                       frame(1, "") + frame(1, std::string(70000, 'x'));
+  std::string stream = frame(1, "out-1\n") + frame(2, std::string("err\0bin", 7)) + frame(1, "") +
+                       frame(1, std::string(70000, 'x'));
   for (std::size_t step : {1u, 3u, 7u, 8u, 9u, 4096u, 1u << 20}) {
     std::string out;
     std::string err;
@@ -61,12 +61,14 @@ TEST(MultiplexedDecoder, APartialFrameIsNotABoundary) {
   EXPECT_FALSE(decoder.at_frame_boundary());
 }
 
-std::string stat_header(const json& value) { return base64_encode(value.dump()); }
+std::string stat_header(const json& value) {
+  return base64_encode(value.dump());
+}
 
 TEST(PathStat, TheLinkBitWinsOverTheDirectoryBit) {
   // What Podman answers for a link to a directory: both bits, and the target's name.
-  const auto stat = decode_path_stat(stat_header(
-      {{"name", "w-outside"}, {"size", 14}, {"mode", 134218239}, {"isDir", true}}));
+  const auto stat = decode_path_stat(
+      stat_header({{"name", "w-outside"}, {"size", 14}, {"mode", 134218239}, {"isDir", true}}));
   ASSERT_TRUE(stat);
   EXPECT_EQ(stat->kind, EntryKind::symlink);
   EXPECT_EQ(kind_from_file_mode((1ull << 31) | (1ull << 27) | 0777), EntryKind::symlink);
@@ -75,7 +77,7 @@ TEST(PathStat, TheLinkBitWinsOverTheDirectoryBit) {
 TEST(PathStat, KindsFromGoFileModes) {
   EXPECT_EQ(kind_from_file_mode(420), EntryKind::file);
   EXPECT_EQ(kind_from_file_mode(2147484141ull), EntryKind::directory);
-  EXPECT_EQ(kind_from_file_mode(33554852ull), EntryKind::other);  // a FIFO
+  EXPECT_EQ(kind_from_file_mode(33554852ull), EntryKind::other);          // a FIFO
   EXPECT_EQ(kind_from_file_mode((1ull << 24) | 0600), EntryKind::other);  // a socket
   EXPECT_EQ(kind_from_file_mode((1ull << 26) | (1ull << 21) | 0600), EntryKind::other);
   const auto file = decode_path_stat(stat_header({{"name", "f"}, {"size", 3}, {"mode", 420}}));
@@ -241,7 +243,8 @@ TEST(ContainerNames, NamesAreHashedFromKeyKindAndPosture) {
 }
 
 TEST(LabelFilter, IsUrlEncodedJson) {
-  const std::string filter = label_filter({{"airlock.scope", "a b"}, {"airlock.backend", "docker"}});
+  const std::string filter =
+      label_filter({{"airlock.scope", "a b"}, {"airlock.backend", "docker"}});
   EXPECT_EQ(filter.find(' '), std::string::npos);
   EXPECT_EQ(filter.find('"'), std::string::npos);
   EXPECT_NE(filter.find("airlock.scope%3Da%20b"), std::string::npos) << filter;
