@@ -328,6 +328,10 @@ std::map<std::string, std::string> engine_runtimes(EngineClient& client) {
   }
   const json parsed = parse_object(response, "/info");
   std::map<std::string, std::string> runtimes;
+  // Podman's Docker-compatible service (the only engine whose /info carries BuildahVersion)
+  // lists the runtimes of its configuration but ignores HostConfig.Runtime: a container asked
+  // for runsc runs under runc (seen with Podman 4.3). None can be chosen through this API.
+  if (parsed.contains("BuildahVersion")) return runtimes;
   if (parsed.contains("Runtimes") && parsed["Runtimes"].is_object()) {
     for (const auto& [name, runtime] : parsed["Runtimes"].items()) {
       std::string binary;

@@ -84,7 +84,8 @@ bool remove_network(EngineClient& client, const std::string& name_or_id) noexcep
 void ensure_image(EngineClient& client, const std::string& image, bool pull,
                   std::chrono::milliseconds pull_timeout);
 
-// The runtimes the engine lists (GET /info): name → binary path.
+// The runtimes the engine lists (GET /info) and lets a create choose: name → binary path. Empty
+// for Podman's service, which lists runtimes it then ignores.
 std::map<std::string, std::string> engine_runtimes(EngineClient& client);
 
 }  // namespace airlock::docker

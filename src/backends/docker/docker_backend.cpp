@@ -238,6 +238,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   if (allowlist) topology = ensure_egress(engine, name, spec, labels, /*fresh=*/!existing);
 
   std::string id;
+  bool created_here = false;
   if (existing) {
     id = existing->id;
     if (existing->paused) {
@@ -289,6 +290,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
         if (!adopted->running) start_container(client, id);
       } else {
         id = *created;
+        created_here = true;
         try {
           start_container(client, id);
         } catch (...) {
@@ -299,6 +301,19 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
     } catch (...) {
       if (allowlist) remove_egress(engine, name);
       throw;
+    }
+  }
+  if (!config.runtime.empty()) {
+    // The declared isolation rests on the runtime; a sandbox the engine runs under another one
+    // (an older container of this name, an engine that ignores the field) is never handed out.
+    const auto info = inspect_container(client, id);
+    if (!info || info->runtime != config.runtime) {
+      if (created_here) remove_container(client, id);
+      if (allowlist) remove_egress(engine, name);
+      throw BackendError(
+          "the container engine did not run the sandbox under runtime '" + config.runtime + "'",
+          "container " + name + " runs under '" + (info ? info->runtime : "?") + "'" +
+              (created_here ? " (removed)" : " (left; dispose it to replace)"));
     }
   }
 

@@ -5,10 +5,12 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <thread>
 
 #include "airlock/encoding.hpp"
+#include "airlock/json.hpp"
 #include "engine_fixture.hpp"
 
 namespace airlock::docker::test {
@@ -295,6 +297,59 @@ TEST_F(EngineTest, TheAirlockCliListsAndPurgesWhatACrashedProcessLeft) {
       << "a thread's purge reached beyond its thread";
   EXPECT_EQ(run_cli("purge", "--scope " + scope_), "removed 1 sandbox\n");
   EXPECT_TRUE(list_containers(*client_, scope_labels(scope_)).empty());
+}
+
+// The first line of this host's /proc/version (the kernel a runc container shares).
+std::string first_line_of_host_proc_version() {
+  std::ifstream file("/proc/version");
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+TEST_F(EngineTest, HardenedContainerIsClaimedOnlyWhenTheEngineRunsRunsc) {
+  DockerConfig unknown = test_config();
+  unknown.runtime = "airlock-no-such-runtime";
+  auto pretender = make_backend(unknown);
+  EXPECT_EQ(pretender->isolation(), Isolation::container)
+      << "a runtime the engine does not list was trusted";
+  EXPECT_THROW(pretender->acquire(key("unknown-runtime"), spec()), BackendError);
+
+  // The engine's own listing, read here: dockerd lists runsc when scripts/engines/dockerd
+  // registered it; Podman lists it too (BuildahVersion marks Podman) but ignores the choice.
+  const auto info = json::parse_text(client_->call("GET", "/info").body, "engine info");
+  const bool listed = info.contains("Runtimes") && info["Runtimes"].contains("runsc");
+  const bool podman = info.contains("BuildahVersion");
+
+  DockerConfig config = test_config();
+  config.runtime = "runsc";
+  auto backend = make_backend(config);
+  const std::string host = first_line_of_host_proc_version();
+  ASSERT_FALSE(host.empty()) << "could not read this host's /proc/version";
+  std::shared_ptr<Sandbox> sandbox;
+  try {
+    sandbox = backend->acquire(key("gvisor"), spec());
+  } catch (const BackendError& error) {
+    EXPECT_EQ(backend->isolation(), Isolation::container)
+        << "claimed, then refused: " << error.detail();
+  }
+  if (sandbox) {
+    // Whatever was claimed, a sandbox handed out under a runsc configuration never shares the
+    // host's kernel (under runc it would: same /proc/version).
+    const ExecResult guest = sh(*sandbox, "cat /proc/version");
+    ASSERT_EQ(guest.exit_code, 0) << guest.stderr_text();
+    EXPECT_FALSE(guest.stdout_text().empty());
+    EXPECT_NE(guest.stdout_text(), host + "\n") << "the runsc sandbox shares the host's kernel";
+  }
+  if (!listed || podman) {
+    EXPECT_EQ(backend->isolation(), Isolation::container);
+    EXPECT_FALSE(sandbox) << "a runsc configuration was served by an engine that cannot choose it";
+    GTEST_SKIP() << "SKIPPED: this engine cannot run runsc through the Engine API ("
+                 << (podman ? "Podman ignores HostConfig.Runtime" : "no runsc runtime listed")
+                 << "); only the refusals were proven";
+  }
+  EXPECT_EQ(backend->isolation(), Isolation::hardened_container);
+  EXPECT_TRUE(sandbox) << "the engine lists runsc, yet no sandbox was made under it";
 }
 
 TEST_F(EngineTest, AReadOnlyRootRefusesWritesOutsideTmp) {
