@@ -22,9 +22,15 @@ const std::set<std::string> kArchiveResiduals = {
     "a-write-raced-through-a-linked-parent-never-lands-outside",
     "a-hard-link-to-a-file-outside-is-never-read",
 };
-// Podman's archive stat also follows a final link (keeping only its mode bit), so a dangling
-// link answers 404 there.
-const std::set<std::string> kPodmanArchiveResiduals = {"a-dangling-link-is-named-a-link"};
+// Podman's archive endpoints follow a final link: its stat keeps only the link's mode bit (so a
+// dangling link answers 404), and its GET reads the link's target. A guest swapping the file for
+// a link between the response's stat and the tar's making therefore wins the final-link race
+// there too (seen: the secret read back, and once an engine 500). What is read stays inside the
+// container's root; the host plane, the default for a local engine, passes both probes.
+const std::set<std::string> kPodmanArchiveResiduals = {
+    "a-dangling-link-is-named-a-link",
+    "a-link-raced-in-for-the-file-never-yields-outside-bytes",
+};
 
 using Suite = std::function<std::vector<ProbeResult>(ConformanceSubject&)>;
 
