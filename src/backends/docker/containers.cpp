@@ -1,0 +1,347 @@
+#include "backends/docker/containers.hpp"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "airlock/errors.hpp"
+#include "backends/docker/engine_streams.hpp"
+
+namespace airlock::docker {
+namespace {
+
+using nlohmann::json;
+
+std::map<std::string, std::string> labels_of(const json& value) {
+  std::map<std::string, std::string> labels;
+  if (!value.is_object()) return labels;
+  for (const auto& [name, item] : value.items()) {
+    if (item.is_string()) labels[name] = item.get<std::string>();
+  }
+  return labels;
+}
+
+// "2026-11-30T02:24:54.421538707Z" → time point (seconds precision is enough for `ls`).
+std::chrono::system_clock::time_point parse_rfc3339(const std::string& text) {
+  std::tm parts{};
+  if (strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &parts) == nullptr) return {};
+  return std::chrono::system_clock::from_time_t(timegm(&parts));
+}
+
+json parse_object(const EngineResponse& response, std::string_view what) {
+  auto parsed = json::parse(response.body, nullptr, false);
+  if (parsed.is_discarded()) {
+    throw BackendError("the container engine's answer could not be read",
+                       std::string(what) + ": " + response.body.substr(0, 300));
+  }
+  return parsed;
+}
+
+}  // namespace
+
+std::string container_create_body(const ContainerRequest& request) {
+  json labels = json::object();
+  for (const auto& [name, value] : request.labels) labels[name] = value;
+  json environment = json::array();
+  for (const auto& [name, value] : request.environment) environment.push_back(name + "=" + value);
+
+  json host = {
+      {"NetworkMode", request.network_mode},
+      {"CapDrop", json::array({"ALL"})},
+      {"SecurityOpt", json::array({"no-new-privileges"})},
+      {"PidsLimit", request.pids_limit},
+      {"Init", request.init},
+      {"ReadonlyRootfs", request.read_only_rootfs},
+      {"Privileged", false},
+      {"PublishAllPorts", false},
+      // Nothing of the host is mounted: no binds, no volumes, and never the engine's socket.
+      {"Binds", json::array()},
+      {"RestartPolicy", {{"Name", "no"}}},
+  };
+  if (request.memory_bytes) {
+    host["Memory"] = *request.memory_bytes;
+    host["MemorySwap"] = *request.memory_bytes;  // no swap beyond the limit
+  }
+  if (request.cpu_millis) host["NanoCpus"] = *request.cpu_millis * 1'000'000ull;
+  if (request.read_only_rootfs) host["Tmpfs"] = {{"/tmp", "rw,nosuid,nodev,size=64m"}};
+  if (!request.runtime.empty()) host["Runtime"] = request.runtime;
+
+  json body = {
+      {"Image", request.image},
+      {"Entrypoint", request.entrypoint},
+      {"Cmd", nullptr},
+      {"Labels", labels},
+      {"Env", environment},
+      {"Tty", false},
+      {"OpenStdin", false},
+      {"AttachStdin", false},
+      {"AttachStdout", false},
+      {"AttachStderr", false},
+      {"NetworkDisabled", request.network_mode == "none"},
+      {"HostConfig", host},
+  };
+  if (request.network_alias && request.network_mode != "none") {
+    body["NetworkingConfig"] = {
+        {"EndpointsConfig",
+         {{request.network_mode, {{"Aliases", json::array({*request.network_alias})}}}}}};
+  }
+  return body.dump();
+}
+
+std::string label_filter(const std::map<std::string, std::string>& labels) {
+  json list = json::array();
+  for (const auto& [name, value] : labels) list.push_back(name + "=" + value);
+  return url_encode(json{{"label", list}}.dump());
+}
+
+std::optional<ContainerInfo> inspect_container(EngineClient& client,
+                                               const std::string& name_or_id) {
+  const std::string path = "/containers/" + url_encode(name_or_id) + "/json";
+  const EngineResponse response = client.call("GET", path);
+  if (response.status == 404) return std::nullopt;
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not describe a sandbox", "GET", path, response);
+  }
+  const json parsed = parse_object(response, path);
+  ContainerInfo info;
+  info.id = parsed.value("Id", "");
+  info.name = parsed.value("Name", "");
+  if (info.name.starts_with("/")) info.name.erase(0, 1);
+  if (parsed.contains("State") && parsed["State"].is_object()) {
+    info.running = parsed["State"].value("Running", false);
+    info.paused = parsed["State"].value("Paused", false);
+    info.pid = parsed["State"].value("Pid", 0);
+    info.state = parsed["State"].value("Status", "");
+  }
+  if (parsed.contains("Config") && parsed["Config"].is_object() &&
+      parsed["Config"].contains("Labels")) {
+    info.labels = labels_of(parsed["Config"]["Labels"]);
+  }
+  if (parsed.contains("Created") && parsed["Created"].is_string()) {
+    info.created_at = parse_rfc3339(parsed["Created"].get<std::string>());
+  }
+  if (parsed.contains("HostConfig") && parsed["HostConfig"].is_object()) {
+    info.runtime = parsed["HostConfig"].value("Runtime", "");
+  }
+  return info;
+}
+
+std::optional<std::string> create_container(EngineClient& client, const ContainerRequest& request) {
+  const std::string body = container_create_body(request);
+  const std::string path = "/containers/create?name=" + url_encode(request.name);
+  CallOptions options;
+  options.body = body;
+  const EngineResponse response = client.call("POST", path, options);
+  // Docker answers a taken name with 409; Podman with 500 and these words.
+  if (response.status == 409 ||
+      (response.status == 500 &&
+       response.engine_message().find("already in use") != std::string::npos)) {
+    return std::nullopt;
+  }
+  if (response.status == 404) {
+    EngineClient::fail("the sandbox image is not available to the container engine", "POST", path,
+                       response);
+  }
+  if (response.status != 201) {
+    EngineClient::fail("the container engine refused to create the sandbox", "POST", path,
+                       response);
+  }
+  const json parsed = parse_object(response, path);
+  if (!parsed.contains("Id") || !parsed["Id"].is_string()) {
+    throw BackendError("the container engine's create answer has no Id", response.body);
+  }
+  return parsed["Id"].get<std::string>();
+}
+
+void start_container(EngineClient& client, const std::string& id) {
+  const std::string path = "/containers/" + url_encode(id) + "/start";
+  const EngineResponse response = client.call("POST", path);
+  // 304: already running (another process started it first).
+  if (response.status != 204 && response.status != 304) {
+    EngineClient::fail("the container engine could not start the sandbox", "POST", path, response);
+  }
+}
+
+bool remove_container(EngineClient& client, const std::string& name_or_id) noexcept {
+  try {
+    const std::string base = "/containers/" + url_encode(name_or_id);
+    // SIGKILL first: a removal otherwise asks the keeper to stop politely and waits for it.
+    client.call("POST", base + "/kill?signal=KILL");
+    const EngineResponse response = client.call("DELETE", base + "?force=1&v=1");
+    if (response.status == 204 || response.status == 404) return true;
+    // A removal already under way (409) finishes on its own; confirm by looking.
+    if (response.status == 409) {
+      for (int attempt = 0; attempt < 50; ++attempt) {
+        if (!inspect_container(client, name_or_id)) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<ContainerInfo> list_containers(EngineClient& client,
+                                           const std::map<std::string, std::string>& labels) {
+  const std::string path = "/containers/json?all=1&filters=" + label_filter(labels);
+  CallOptions options;
+  options.max_body_bytes = 64u << 20;
+  const EngineResponse response = client.call("GET", path, options);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not list sandboxes", "GET", path, response);
+  }
+  const json parsed = parse_object(response, path);
+  std::vector<ContainerInfo> containers;
+  if (!parsed.is_array()) return containers;
+  for (const auto& item : parsed) {
+    if (!item.is_object()) continue;
+    ContainerInfo info;
+    info.id = item.value("Id", "");
+    if (item.contains("Names") && item["Names"].is_array() && !item["Names"].empty() &&
+        item["Names"][0].is_string()) {
+      info.name = item["Names"][0].get<std::string>();
+      if (info.name.starts_with("/")) info.name.erase(0, 1);
+    }
+    info.state = item.value("State", "");
+    info.running = info.state == "running";
+    if (item.contains("Labels")) info.labels = labels_of(item["Labels"]);
+    if (item.contains("Created") && item["Created"].is_number_integer()) {
+      info.created_at = std::chrono::system_clock::from_time_t(item["Created"].get<std::time_t>());
+    }
+    containers.push_back(std::move(info));
+  }
+  return containers;
+}
+
+std::string ensure_network(EngineClient& client, const std::string& name, bool internal,
+                           const std::map<std::string, std::string>& labels) {
+  json label_object = json::object();
+  for (const auto& [key, value] : labels) label_object[key] = value;
+  json body = {{"Name", name},         {"CheckDuplicate", true}, {"Driver", "bridge"},
+               {"Internal", internal}, {"Attachable", false},    {"Labels", label_object}};
+  if (internal) {
+    // No address for the host on an internal network: without one, a sandbox has no host
+    // interface to reach around its proxy (the engine runs without iptables isolation here).
+    body["Options"] = {{"com.docker.network.bridge.inhibit_ipv4", "true"}};
+  }
+  const std::string text = body.dump();
+  CallOptions options;
+  options.body = text;
+  const EngineResponse response = client.call("POST", "/networks/create", options);
+  if (response.status == 201) {
+    const json parsed = parse_object(response, "/networks/create");
+    return parsed.value("Id", name);
+  }
+  if (response.status == 409) return name;  // adopted: created by an earlier or parallel acquire
+  EngineClient::fail("the container engine could not create the sandbox's network", "POST",
+                     "/networks/create", response);
+}
+
+void connect_network(EngineClient& client, const std::string& network, const std::string& container,
+                     const std::vector<std::string>& aliases) {
+  json body = {{"Container", container}};
+  if (!aliases.empty()) body["EndpointConfig"] = {{"Aliases", aliases}};
+  const std::string text = body.dump();
+  CallOptions options;
+  options.body = text;
+  const std::string path = "/networks/" + url_encode(network) + "/connect";
+  const EngineResponse response = client.call("POST", path, options);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not connect the egress proxy", "POST", path,
+                       response);
+  }
+}
+
+std::vector<NetworkInfo> list_networks(EngineClient& client,
+                                       const std::map<std::string, std::string>& labels) {
+  const std::string path = "/networks?filters=" + label_filter(labels);
+  const EngineResponse response = client.call("GET", path);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not list networks", "GET", path, response);
+  }
+  const json parsed = parse_object(response, path);
+  std::vector<NetworkInfo> networks;
+  if (!parsed.is_array()) return networks;
+  for (const auto& item : parsed) {
+    if (!item.is_object()) continue;
+    NetworkInfo info;
+    info.id = item.value("Id", "");
+    info.name = item.value("Name", "");
+    if (item.contains("Labels")) info.labels = labels_of(item["Labels"]);
+    networks.push_back(std::move(info));
+  }
+  return networks;
+}
+
+bool remove_network(EngineClient& client, const std::string& name_or_id) noexcept {
+  try {
+    const EngineResponse response = client.call("DELETE", "/networks/" + url_encode(name_or_id));
+    return response.status == 204 || response.status == 200 || response.status == 404;
+  } catch (...) {
+    return false;
+  }
+}
+
+void ensure_image(EngineClient& client, const std::string& image, bool pull,
+                  std::chrono::milliseconds pull_timeout) {
+  const std::string path = "/images/" + url_encode(image) + "/json";
+  const EngineResponse response = client.call("GET", path);
+  if (response.status == 200) return;
+  if (response.status != 404) {
+    EngineClient::fail("the container engine could not look up the sandbox image", "GET", path,
+                       response);
+  }
+  if (!pull) {
+    throw InvalidArgument("the sandbox image '" + image +
+                          "' is not present on the container engine and pulling is disabled");
+  }
+  // The pull answers 200 at once and reports failure inside its progress stream.
+  const std::string pull_path = client.versioned("/images/create?fromImage=" + url_encode(image));
+  CallOptions options;
+  options.timeout = pull_timeout;
+  options.max_body_bytes = 64u << 20;
+  const EngineResponse pulled = client.call_unversioned("POST", pull_path, options);
+  std::string failure;
+  if (pulled.status != 200) {
+    failure = pulled.engine_message();
+  } else {
+    std::size_t start = 0;
+    while (start < pulled.body.size()) {
+      std::size_t end = pulled.body.find('\n', start);
+      if (end == std::string::npos) end = pulled.body.size();
+      const auto line = json::parse(pulled.body.substr(start, end - start), nullptr, false);
+      if (line.is_object() && line.contains("error")) failure = line["error"].dump();
+      start = end + 1;
+    }
+  }
+  if (!failure.empty()) {
+    throw BackendError("the sandbox image '" + image + "' is not present and could not be pulled",
+                       "POST /images/create: " + failure);
+  }
+}
+
+std::map<std::string, std::string> engine_runtimes(EngineClient& client) {
+  const EngineResponse response = client.call("GET", "/info");
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not describe itself", "GET", "/info", response);
+  }
+  const json parsed = parse_object(response, "/info");
+  std::map<std::string, std::string> runtimes;
+  // Podman's Docker-compatible service (the only engine whose /info carries BuildahVersion)
+  // lists the runtimes of its configuration but ignores HostConfig.Runtime: a container asked
+  // for runsc runs under runc (seen with Podman 4.3). None can be chosen through this API.
+  if (parsed.contains("BuildahVersion")) return runtimes;
+  if (parsed.contains("Runtimes") && parsed["Runtimes"].is_object()) {
+    for (const auto& [name, runtime] : parsed["Runtimes"].items()) {
+      std::string binary;
+      if (runtime.is_object() && runtime.contains("path") && runtime["path"].is_string()) {
+        binary = runtime["path"].get<std::string>();
+      }
+      runtimes[name] = binary;
+    }
+  }
+  return runtimes;
+}
+
+}  // namespace airlock::docker

@@ -1,0 +1,398 @@
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "airlock/backends/docker.hpp"
+#include "airlock/encoding.hpp"
+#include "airlock/errors.hpp"
+#include "backends/docker/containers.hpp"
+#include "backends/docker/docker_sandbox.hpp"
+#include "backends/docker/egress_topology.hpp"
+#include "backends/docker/engine_context.hpp"
+
+namespace airlock::docker {
+namespace {
+
+constexpr TransferLimits kArchiveLimits{64ull << 20, 256ull << 20, 256};
+
+// The labels every container, proxy and network of one sandbox carries.
+std::map<std::string, std::string> labels_for(const SandboxKey& key, const SandboxSpec& spec,
+                                              const char* role) {
+  auto labels = sandbox_labels(key, spec);
+  labels[kBackendLabel] = "docker";
+  labels[kRoleLabel] = role;
+  return labels;
+}
+
+// The query half of a sandbox's labels: what a later process can recompute from a key.
+std::map<std::string, std::string> key_labels(const SandboxKey& key) {
+  return {{kBackendLabel, "docker"},
+          {"airlock.scope", map_label_value(key.scope)},
+          {"airlock.thread", map_label_value(key.thread_id)},
+          {"airlock.agent", map_label_value(key.agent_dir)}};
+}
+
+// A container that carries our name but not our labels for this sandbox is not adopted: it may
+// be someone else's, and handing it out would give one conversation another's files.
+bool labelled_for(const ContainerInfo& info, const std::map<std::string, std::string>& labels) {
+  for (const char* name : {kBackendLabel, "airlock.scope", "airlock.thread", "airlock.agent",
+                           "airlock.kind", "airlock.egress"}) {
+    const auto want = labels.find(name);
+    const auto have = info.labels.find(name);
+    if (want == labels.end() || have == info.labels.end() || want->second != have->second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+struct DockerBackend::State {
+  std::shared_ptr<EngineContext> engine;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<std::mutex>> name_locks;
+  std::optional<Isolation> confirmed_isolation;
+  std::optional<std::map<std::string, std::string>> runtimes;
+
+  std::shared_ptr<std::mutex> lock_for(const std::string& name) {
+    std::lock_guard guard(mutex);
+    auto& slot = name_locks[name];
+    if (!slot) slot = std::make_shared<std::mutex>();
+    return slot;
+  }
+
+  std::map<std::string, std::string> engine_runtime_list() {
+    {
+      std::lock_guard guard(mutex);
+      if (runtimes) return *runtimes;
+    }
+    auto listed = engine_runtimes(*engine->client);
+    std::lock_guard guard(mutex);
+    runtimes = listed;
+    return listed;
+  }
+
+  // Remove every container matching `labels` (sandboxes first, then proxies), then every
+  // network matching them. Returns how many sandbox containers went.
+  int sweep(const std::map<std::string, std::string>& labels,
+            const std::optional<std::string>& only_instance = std::nullopt) noexcept {
+    int removed = 0;
+    try {
+      EngineClient& client = *engine->client;
+      auto containers = list_containers(client, labels);
+      std::vector<std::string> sandbox_names;
+      for (const auto& container : containers) {
+        const auto role = container.labels.find(kRoleLabel);
+        if (role == container.labels.end() || role->second != kRoleSandbox) continue;
+        if (only_instance && container.id != *only_instance) continue;
+        if (remove_container(client, container.id)) ++removed;
+        sandbox_names.push_back(container.name);
+      }
+      if (only_instance) {
+        for (const auto& name : sandbox_names) remove_egress(*engine, name);
+        return removed;
+      }
+      // Proxies and networks are swept whatever the backend's configuration is now: a backend
+      // configured closed today still owns what an allowlist configuration left yesterday.
+      for (const auto& container : containers) {
+        const auto role = container.labels.find(kRoleLabel);
+        if (role != container.labels.end() && role->second == kRoleProxy) {
+          remove_container(client, container.id);
+        }
+      }
+      for (const auto& network : list_networks(client, labels)) remove_network(client, network.id);
+    } catch (...) {
+      // Best effort by contract; what could not be listed is still on the engine for the next
+      // purge to find.
+    }
+    return removed;
+  }
+};
+
+DockerBackend::DockerBackend(DockerConfig config) : state_(std::make_unique<State>()) {
+  if (!config.proxy_image.empty()) {
+    // The topology is ready, but the proxy it would run (airlock-egress-proxy) is not in this
+    // tree. Declaring allowlist without it would promise an egress the backend cannot serve.
+    throw NotSupported(
+        "docker.proxy_image: allowlist egress through a proxy container is not available in "
+        "this build (airlock's egress proxy is not in the tree); the docker backend serves "
+        "closed egress only");
+  }
+  if (config.host.empty()) {
+    const char* from_environment = std::getenv("DOCKER_HOST");
+    config.host =
+        from_environment && *from_environment ? from_environment : "unix:///var/run/docker.sock";
+  }
+  auto endpoint = parse_engine_host(config.host, config.tls, "docker.host");
+  TlsSettings tls{config.tls_ca_file, config.tls_cert_file, config.tls_key_file, config.tls_verify};
+  auto client = std::make_shared<EngineClient>(std::move(endpoint), std::move(tls),
+                                               config.api_version_max, config.request_timeout);
+  state_->engine = std::make_shared<EngineContext>();
+  state_->engine->config = std::move(config);
+  state_->engine->client = std::move(client);
+}
+
+DockerBackend::~DockerBackend() = default;
+
+const DockerConfig& DockerBackend::config() const noexcept {
+  return state_->engine->config;
+}
+
+std::string DockerBackend::api_version() const {
+  return state_->engine->client->api_version();
+}
+
+std::string DockerBackend::container_name(const SandboxKey& key, const SandboxSpec& spec) {
+  return "airlock-" + sandbox_identity(key, spec.kind(), spec.egress_posture());
+}
+
+// ---- declarations -----------------------------------------------------------------------------
+
+Isolation DockerBackend::isolation() const {
+  const std::string& runtime = state_->engine->config.runtime;
+  if (runtime.empty()) return Isolation::container;
+  {
+    std::lock_guard guard(state_->mutex);
+    if (state_->confirmed_isolation) return *state_->confirmed_isolation;
+  }
+  // Claim the stronger rung only on the engine's word that the runtime exists and is runsc.
+  // An engine we cannot ask is read as the weaker claim, and asked again next time.
+  try {
+    const auto runtimes = state_->engine_runtime_list();
+    const auto found = runtimes.find(runtime);
+    const bool runsc =
+        found != runtimes.end() && (found->second == "runsc" || found->second.ends_with("/runsc"));
+    std::lock_guard guard(state_->mutex);
+    state_->confirmed_isolation = runsc ? Isolation::hardened_container : Isolation::container;
+    return *state_->confirmed_isolation;
+  } catch (...) {
+    return Isolation::container;
+  }
+}
+
+std::optional<EgressSet> DockerBackend::egress_modes() const {
+  // Only closed until the egress proxy lands (the constructor refuses proxy_image meanwhile).
+  return EgressSet{Egress::closed};
+}
+
+std::optional<CapabilitySet> DockerBackend::capabilities() const {
+  CapabilitySet set{Capability::exec,       Capability::files_in,     Capability::files_out,
+                    Capability::files_list, Capability::files_delete, Capability::host_tools};
+  if (!state_->engine->config.run_code_interpreter.empty()) set.insert(Capability::run_code);
+  return set;
+}
+
+std::optional<SandboxLimits> DockerBackend::limits() const {
+  return SandboxLimits{kArchiveLimits, kArchiveLimits};
+}
+
+std::optional<OsFamilySet> DockerBackend::os_families() const {
+  return OsFamilySet{OsFamily::posix};
+}
+
+// ---- acquire ----------------------------------------------------------------------------------
+
+std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
+  EngineContext& engine = *state_->engine;
+  const DockerConfig& config = engine.config;
+  EngineClient& client = *engine.client;
+
+  std::string image = spec.image_id().value_or(spec.image().value_or(config.default_image));
+  if (image.empty()) {
+    throw InvalidArgument(
+        "No sandbox image is configured: the spec names neither image nor image_id, and the "
+        "docker backend has no default_image.",
+        "image");
+  }
+  if (spec.egress() == Egress::unrestricted ||
+      (spec.egress() == Egress::allowlist && config.proxy_image.empty())) {
+    throw EgressNotEnforced(
+        "the docker backend cannot enforce the '" + std::string(to_string(spec.egress())) +
+            "' egress mode" +
+            (spec.egress() == Egress::allowlist ? " without a configured proxy_image" : ""),
+        "egress");
+  }
+  if (!config.runtime.empty()) {
+    const auto runtimes = state_->engine_runtime_list();
+    if (!runtimes.contains(config.runtime)) {
+      throw BackendError("the container engine has no runtime named '" + config.runtime + "'");
+    }
+  }
+
+  const std::string name = container_name(key, spec);
+  const auto labels = labels_for(key, spec, kRoleSandbox);
+  // One get-or-create per name in this process; across processes the engine's unique names
+  // decide (a 409 on create means another process won, and its container is adopted).
+  const auto name_lock = state_->lock_for(name);
+  std::lock_guard guard(*name_lock);
+
+  const bool allowlist = spec.egress() == Egress::allowlist;
+  auto existing = inspect_container(client, name);
+  if (existing && !labelled_for(*existing, labels)) {
+    throw BackendError("a container with this sandbox's name exists and was not made for it",
+                       "container " + name + " carries other labels");
+  }
+
+  EgressTopology topology;
+  if (allowlist) topology = ensure_egress(engine, name, spec, labels, /*fresh=*/!existing);
+
+  std::string id;
+  bool created_here = false;
+  if (existing) {
+    id = existing->id;
+    if (existing->paused) {
+      // Frozen by a file operation whose process died before it could thaw it.
+      client.call("POST", "/containers/" + id + "/unpause");
+    }
+    if (!existing->running) {
+      try {
+        start_container(client, id);
+      } catch (const Error&) {
+        // A container that will not start again is replaced, not handed out dead.
+        remove_container(client, id);
+        existing.reset();
+      }
+    }
+  }
+  if (!existing) {
+    try {
+      ensure_image(client, image, config.pull_missing_images, config.pull_timeout);
+      ContainerRequest request;
+      request.name = name;
+      request.image = image;
+      request.entrypoint = {"sleep", "infinity"};
+      request.labels = labels;
+      request.environment = config.environment;
+      request.network_mode = allowlist ? topology.network : "none";
+      request.pids_limit = spec.resources().pids.value_or(config.pids_limit);
+      request.memory_bytes =
+          spec.resources().memory_bytes ? spec.resources().memory_bytes : config.memory_bytes;
+      request.cpu_millis =
+          spec.resources().cpu_millis ? spec.resources().cpu_millis : config.cpu_millis;
+      request.read_only_rootfs = config.read_only_rootfs;
+      request.init = config.init;
+      request.runtime = config.runtime;
+      auto created = create_container(client, request);
+      if (!created) {
+        // Another process created it between our look and our create: adopt theirs. The engine
+        // reserves a name before the container can be looked up by it, so look a little while.
+        auto adopted = inspect_container(client, name);
+        for (int attempt = 0; !adopted && attempt < 100; ++attempt) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          adopted = inspect_container(client, name);
+        }
+        if (!adopted || !labelled_for(*adopted, labels)) {
+          throw BackendError("the sandbox's container name is taken by a container not made for it",
+                             "container " + name);
+        }
+        id = adopted->id;
+        if (!adopted->running) start_container(client, id);
+      } else {
+        id = *created;
+        created_here = true;
+        try {
+          start_container(client, id);
+        } catch (...) {
+          remove_container(client, id);
+          throw;
+        }
+      }
+    } catch (...) {
+      if (allowlist) remove_egress(engine, name);
+      throw;
+    }
+  }
+  if (!config.runtime.empty()) {
+    // The declared isolation rests on the runtime; a sandbox the engine runs under another one
+    // (an older container of this name, an engine that ignores the field) is never handed out.
+    const auto info = inspect_container(client, id);
+    if (!info || info->runtime != config.runtime) {
+      if (created_here) remove_container(client, id);
+      if (allowlist) remove_egress(engine, name);
+      throw BackendError(
+          "the container engine did not run the sandbox under runtime '" + config.runtime + "'",
+          "container " + name + " runs under '" + (info ? info->runtime : "?") + "'" +
+              (created_here ? " (removed)" : " (left; dispose it to replace)"));
+    }
+  }
+
+  SandboxIdentity identity{id, name, key, spec.kind(), spec.work_dir(), topology.environment};
+  return std::make_shared<DockerSandbox>(state_->engine, std::move(identity));
+}
+
+// ---- disposal ---------------------------------------------------------------------------------
+
+void DockerBackend::dispose(const SandboxKey& key) noexcept {
+  try {
+    state_->sweep(key_labels(key));
+  } catch (...) {
+  }
+}
+
+bool DockerBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
+                                 std::optional<std::string_view> instance_id) noexcept {
+  try {
+    auto labels = key_labels(key);
+    labels["airlock.kind"] = map_label_value(kind);
+    if (!instance_id) {
+      state_->sweep(labels);
+    } else {
+      state_->sweep(labels, std::string(*instance_id));
+    }
+    // Whatever happened above, the answer is what the engine now holds.
+    for (const auto& container : list_containers(*state_->engine->client, labels)) {
+      const auto role = container.labels.find(kRoleLabel);
+      if (role == container.labels.end() || role->second != kRoleSandbox) continue;
+      if (!instance_id || container.id == *instance_id) return false;
+    }
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+int DockerBackend::dispose_scope(std::string_view scope,
+                                 std::optional<std::string_view> thread_id) noexcept {
+  try {
+    std::map<std::string, std::string> labels{{kBackendLabel, "docker"},
+                                              {"airlock.scope", map_label_value(scope)}};
+    if (thread_id) labels["airlock.thread"] = map_label_value(*thread_id);
+    return state_->sweep(labels);
+  } catch (...) {
+    return 0;
+  }
+}
+
+int DockerBackend::purge_all() noexcept {
+  try {
+    return state_->sweep({{kBackendLabel, "docker"}});
+  } catch (...) {
+    return 0;
+  }
+}
+
+std::vector<SandboxRecord> DockerBackend::list_sandboxes() {
+  std::vector<SandboxRecord> records;
+  for (const auto& container : list_containers(
+           *state_->engine->client, {{kBackendLabel, "docker"}, {kRoleLabel, kRoleSandbox}})) {
+    SandboxRecord record;
+    record.backend = "docker";
+    record.instance_id = container.id;
+    for (const auto& [name, value] : container.labels) {
+      if (name.starts_with("airlock.")) record.labels[name] = value;
+    }
+    if (auto kind = container.labels.find("airlock.kind"); kind != container.labels.end()) {
+      record.kind = kind->second;
+    }
+    if (auto egress = container.labels.find("airlock.egress"); egress != container.labels.end()) {
+      record.egress_posture = egress->second;
+    }
+    record.state = container.state;
+    record.created_at = container.created_at;
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+}  // namespace airlock::docker

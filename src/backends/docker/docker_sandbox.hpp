@@ -1,0 +1,71 @@
+// One sandbox handle: a running container, its file plane over the archive endpoints, and exec.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "airlock/sandbox.hpp"
+#include "backends/docker/engine_context.hpp"
+#include "backends/docker/host_plane.hpp"
+#include "backends/docker/path_stat.hpp"
+
+namespace airlock::docker {
+
+struct SandboxIdentity {
+  std::string container_id;
+  std::string container_name;
+  SandboxKey key;
+  std::string kind;
+  std::string work_dir;
+  // Added to every exec's environment (the proxy variables of an allowlist sandbox).
+  std::vector<std::pair<std::string, std::string>> environment;
+};
+
+class DockerSandbox final : public Sandbox {
+ public:
+  DockerSandbox(std::shared_ptr<EngineContext> engine, SandboxIdentity identity);
+
+  std::string instance_id() const override { return identity_.container_id; }
+  const SandboxKey& key() const override { return identity_.key; }
+  const std::string& kind() const override { return identity_.kind; }
+
+  void write_file(std::string_view path, std::string_view content,
+                  std::string_view working_directory) override;
+  ExecResult exec(const Command& command, const ExecOptions& options) override;
+  ExecResult run_code(std::string_view code, Milliseconds timeout) override;
+  std::optional<SandboxEntry> stat_file(std::string_view path,
+                                        std::string_view working_directory) override;
+  std::string read_file(std::string_view path, std::string_view working_directory,
+                        std::uint64_t max_bytes) override;
+  std::vector<SandboxEntry> list_dir(std::string_view path,
+                                     std::string_view working_directory) override;
+  void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+
+  const std::string& container_name() const noexcept { return identity_.container_name; }
+
+ private:
+  // The engine's no-follow stat of an absolute guest path; nullopt when absent.
+  std::optional<PathStat> stat_path(const std::string& absolute);
+  // A memoising GuestStat for one call's walk, so the walk and the operation that follows it
+  // ask the engine once per component.
+  class Walk;
+  // The host plane's root when it applies (see DockerConfig::file_plane), else nullptr.
+  std::shared_ptr<const HostRoot> host_root();
+  std::string archive_path(const std::string& absolute) const;
+  // Kill every process in the container by restarting it (the files survive); removal when a
+  // restart fails. The one stop that is certain through the Engine API. Never throws.
+  bool force_stop() noexcept;
+
+  std::shared_ptr<EngineContext> engine_;
+  SandboxIdentity identity_;
+  std::mutex plane_mutex_;
+  std::shared_ptr<const HostRoot> host_root_;
+  std::string host_plane_refusal_;  // why the host plane does not apply, once known for good
+};
+
+}  // namespace airlock::docker

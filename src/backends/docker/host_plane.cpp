@@ -1,0 +1,427 @@
+#include "backends/docker/host_plane.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
+
+namespace airlock::docker {
+namespace {
+
+// No link is ever followed, not even a final one, and nothing resolves above the root.
+constexpr std::uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+// A recursive removal refuses trees deeper than this rather than recurse without bound.
+constexpr int kMaxDepth = 512;
+
+int open_beneath(int directory, const std::string& path, int flags) {
+  open_how how{};
+  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
+  how.resolve = kResolve;
+  return static_cast<int>(::syscall(SYS_openat2, directory, path.c_str(), &how, sizeof how));
+}
+
+std::string relative(const std::string& absolute) {
+  return absolute == "/" ? "." : absolute.substr(1);
+}
+
+std::string parent_of(const std::string& absolute) {
+  const auto slash = absolute.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return absolute.substr(0, slash);
+}
+
+std::string name_of(const std::string& absolute) {
+  return absolute.substr(absolute.rfind('/') + 1);
+}
+
+[[noreturn]] void fail_errno(const std::string& what, int error, const std::string& absolute) {
+  throw SystemError(what + ": " + std::strerror(error), error, absolute);
+}
+
+// A path whose resolution the kernel refused: a link anywhere is an escape, a file where a
+// directory belongs is NotADirectory, anything else the kernel's own words.
+[[noreturn]] void fail_resolution(int error, const std::string& absolute) {
+  if (error == ELOOP || error == EXDEV) {
+    throw ConfinementError("'" + absolute + "' passes through a link");
+  }
+  if (error == ENOTDIR) {
+    throw NotADirectory("a component of " + absolute + " is not a directory", absolute);
+  }
+  fail_errno("cannot resolve " + absolute, error, absolute);
+}
+
+// The directory at `absolute`, as an O_PATH descriptor; invalid when it does not exist.
+UniqueFd open_directory(int root, const std::string& absolute) {
+  const int fd = open_beneath(root, relative(absolute), O_PATH | O_DIRECTORY);
+  if (fd >= 0) return UniqueFd(fd);
+  if (errno == ENOENT) return UniqueFd();
+  fail_resolution(errno, absolute);
+}
+
+EntryKind kind_of(const struct stat& status) {
+  if (S_ISLNK(status.st_mode)) return EntryKind::symlink;
+  if (S_ISDIR(status.st_mode)) return EntryKind::directory;
+  // A regular file with another name elsewhere may be a file outside the working directory:
+  // it fails closed as `other`, never read.
+  if (S_ISREG(status.st_mode)) return status.st_nlink > 1 ? EntryKind::other : EntryKind::file;
+  return EntryKind::other;
+}
+
+std::optional<struct stat> stat_entry(int directory, const std::string& name,
+                                      const std::string& absolute) {
+  struct stat status {};
+  if (::fstatat(directory, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) == 0) return status;
+  if (errno == ENOENT) return std::nullopt;
+  fail_errno("cannot stat " + absolute, errno, absolute);
+}
+
+std::string entry_path(const std::string& absolute, std::string_view working_directory) {
+  const auto inside = guest_path_relative_to(absolute, working_directory);
+  if (!inside || inside->empty()) return ".";
+  return *inside;
+}
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 generator{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::uint64_t bits = generator(), i = 0; i < 16; ++i, bits >>= 4) out += kHex[bits & 0xf];
+  return out;
+}
+
+void remove_tree(int parent, const std::string& name, const std::string& absolute, int depth) {
+  if (depth > kMaxDepth) {
+    throw SystemError("'" + absolute + "' is nested deeper than " + std::to_string(kMaxDepth) +
+                          " directories; it is not removed",
+                      ELOOP, absolute);
+  }
+  const int opened = open_beneath(parent, name, O_RDONLY | O_DIRECTORY);
+  if (opened < 0) {
+    if (errno == ENOENT) return;
+    // Swapped for a link or a file since it was looked at: unlink the entry itself.
+    if (errno == ELOOP || errno == ENOTDIR) {
+      if (::unlinkat(parent, name.c_str(), 0) != 0 && errno != ENOENT) {
+        fail_errno("cannot remove " + absolute, errno, absolute);
+      }
+      return;
+    }
+    fail_errno("cannot open " + absolute, errno, absolute);
+  }
+  DIR* listing = ::fdopendir(opened);
+  if (listing == nullptr) {
+    ::close(opened);
+    fail_errno("cannot list " + absolute, errno, absolute);
+  }
+  struct CloseDir {
+    DIR* listing;
+    ~CloseDir() { ::closedir(listing); }
+  } close_listing{listing};
+  const int directory = ::dirfd(listing);
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string child = entry->d_name;
+    if (child == "." || child == "..") continue;
+    const std::string child_path = absolute + "/" + child;
+    const auto status = stat_entry(directory, child, child_path);
+    if (!status) continue;
+    if (S_ISDIR(status->st_mode)) {
+      remove_tree(directory, child, child_path, depth + 1);
+    } else if (::unlinkat(directory, child.c_str(), 0) != 0 && errno != ENOENT) {
+      fail_errno("cannot remove " + child_path, errno, child_path);
+    }
+  }
+  if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    fail_errno("cannot remove " + absolute, errno, absolute);
+  }
+}
+
+}  // namespace
+
+void UniqueFd::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+// ---- attaching --------------------------------------------------------------------------------
+
+std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int init_pid,
+                                         const std::string& runtime, std::string& why) {
+  static constexpr std::array<const char*, 5> kRuncFamily = {"", "runc", "crun", "oci",
+                                                             "io.containerd.runc.v2"};
+  if (std::find(kRuncFamily.begin(), kRuncFamily.end(), runtime) == kRuncFamily.end()) {
+    why = "the container runs under runtime '" + runtime + "', whose root is not its process's";
+    return std::nullopt;
+  }
+  if (init_pid <= 0) {
+    why = "the engine reports no init process for the container";
+    return std::nullopt;
+  }
+  HostRoot root;
+  // The pidfd pins the process: everything read through /proc/<pid> below is checked against
+  // it afterwards, so a pid reused in between is caught.
+  root.pidfd_ = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, init_pid, 0)));
+  if (!root.pidfd_.valid()) {
+    why = "pid " + std::to_string(init_pid) + " is not visible here (" + std::strerror(errno) + ")";
+    return std::nullopt;
+  }
+  const std::string proc = "/proc/" + std::to_string(init_pid);
+  std::ifstream cgroups(proc + "/cgroup");
+  std::stringstream text;
+  text << cgroups.rdbuf();
+  if (container_id.size() < 32 || text.str().find(container_id) == std::string::npos) {
+    why = "pid " + std::to_string(init_pid) +
+          " here is not the container's init (another pid "
+          "namespace: a remote or nested engine)";
+    return std::nullopt;
+  }
+  std::array<char, 64> ours{};
+  std::array<char, 64> theirs{};
+  const auto our_length = ::readlink("/proc/self/ns/user", ours.data(), ours.size() - 1);
+  const auto their_length =
+      ::readlink((proc + "/ns/user").c_str(), theirs.data(), theirs.size() - 1);
+  if (our_length <= 0 || their_length <= 0 ||
+      std::string_view(ours.data(), static_cast<std::size_t>(our_length)) !=
+          std::string_view(theirs.data(), static_cast<std::size_t>(their_length))) {
+    why = "the container has a user namespace of its own (root here is not root there)";
+    return std::nullopt;
+  }
+  root.root_ = UniqueFd(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.root_.valid()) {
+    why = "the container's root cannot be opened from here (" + std::string(std::strerror(errno)) +
+          ")";
+    return std::nullopt;
+  }
+  if (!root.alive()) {
+    why = "the container's init ended while its root was opened";
+    return std::nullopt;
+  }
+  return root;
+}
+
+bool HostRoot::alive() const noexcept {
+  return pidfd_.valid() && ::syscall(SYS_pidfd_send_signal, pidfd_.get(), 0, nullptr, 0) == 0;
+}
+
+// ---- the file methods -------------------------------------------------------------------------
+
+namespace host_plane {
+
+std::optional<SandboxEntry> stat(int root, const std::string& absolute,
+                                 std::string_view working_directory) {
+  struct stat status {};
+  if (absolute == "/") {
+    if (::fstat(root, &status) != 0) fail_errno("cannot stat /", errno, absolute);
+  } else {
+    const UniqueFd directory = open_directory(root, parent_of(absolute));
+    if (!directory.valid()) return std::nullopt;
+    const auto found = stat_entry(directory.get(), name_of(absolute), absolute);
+    if (!found) return std::nullopt;
+    status = *found;
+  }
+  SandboxEntry entry;
+  entry.path = entry_path(absolute, working_directory);
+  entry.kind = kind_of(status);
+  if (entry.kind == EntryKind::file) entry.size_bytes = static_cast<std::uint64_t>(status.st_size);
+  return entry;
+}
+
+std::string read(int root, const std::string& absolute, std::string_view path,
+                 std::uint64_t max_bytes) {
+  const std::string quoted = "'" + std::string(path) + "'";
+  const UniqueFd directory = open_directory(root, parent_of(absolute));
+  if (!directory.valid()) throw NotFound(quoted + " does not exist", absolute);
+  const std::string name = name_of(absolute);
+  const auto status = stat_entry(directory.get(), name, absolute);
+  if (!status) throw NotFound(quoted + " does not exist", absolute);
+  const auto judge = [&](const struct stat& seen) {
+    if (S_ISLNK(seen.st_mode)) {
+      throw SystemError(quoted + " is a link; links are never read", ELOOP, absolute);
+    }
+    if (S_ISDIR(seen.st_mode)) throw IsADirectory(quoted + " is a directory", absolute);
+    if (!S_ISREG(seen.st_mode)) throw SystemError(quoted + " is not a regular file", 0, absolute);
+    if (seen.st_nlink > 1) {
+      throw SystemError(quoted + " is a hard link (it may name a file outside); never read", EMLINK,
+                        absolute);
+    }
+    if (static_cast<std::uint64_t>(seen.st_size) > max_bytes) {
+      throw TransferCapExceeded("max_bytes", std::string(path), max_bytes,
+                                static_cast<std::uint64_t>(seen.st_size));
+    }
+  };
+  judge(*status);
+  // O_NOFOLLOW: a link swapped in since the stat is refused, not followed; O_NONBLOCK: a FIFO
+  // swapped in does not hang the open.
+  const UniqueFd file(::openat(directory.get(), name.c_str(),
+                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!file.valid()) {
+    if (errno == ELOOP) {
+      throw SystemError(quoted + " is a link; links are never read", ELOOP, absolute);
+    }
+    if (errno == ENOENT) throw NotFound(quoted + " does not exist", absolute);
+    fail_errno("cannot open " + quoted, errno, absolute);
+  }
+  struct stat opened {};
+  if (::fstat(file.get(), &opened) != 0) fail_errno("cannot stat " + quoted, errno, absolute);
+  judge(opened);
+  std::string content;
+  content.resize(static_cast<std::size_t>(opened.st_size));
+  std::size_t filled = 0;
+  char probe = 0;
+  while (true) {
+    // Read one byte past what was stat-ed: a file that grew past the cap is refused, never cut.
+    char* target = filled < content.size() ? content.data() + filled : &probe;
+    const std::size_t want = filled < content.size() ? content.size() - filled : 1;
+    const ssize_t got = ::read(file.get(), target, want);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("cannot read " + quoted, errno, absolute);
+    }
+    if (got == 0) break;
+    if (filled >= content.size()) {
+      content.push_back(probe);
+      if (content.size() > max_bytes) {
+        throw TransferCapExceeded("max_bytes", std::string(path), max_bytes);
+      }
+    }
+    filled += static_cast<std::size_t>(got);
+  }
+  content.resize(filled);
+  return content;
+}
+
+void write(int root, const std::string& absolute, std::string_view path, std::string_view content) {
+  const std::string quoted = "'" + std::string(path) + "'";
+  // Parents one component at a time, each created if missing and then opened without following.
+  UniqueFd directory(open_beneath(root, ".", O_PATH | O_DIRECTORY));
+  if (!directory.valid()) fail_errno("cannot open the sandbox's root", errno, "/");
+  const std::string parent = parent_of(absolute);
+  std::string walked;
+  for (std::size_t start = 1; start < parent.size();) {
+    std::size_t end = parent.find('/', start);
+    if (end == std::string::npos) end = parent.size();
+    const std::string component = parent.substr(start, end - start);
+    walked += "/" + component;
+    int next = open_beneath(directory.get(), component, O_PATH | O_DIRECTORY);
+    if (next < 0 && errno == ENOENT) {
+      if (::mkdirat(directory.get(), component.c_str(), 0755) != 0 && errno != EEXIST) {
+        fail_errno("cannot create " + walked, errno, walked);
+      }
+      next = open_beneath(directory.get(), component, O_PATH | O_DIRECTORY);
+    }
+    if (next < 0) fail_resolution(errno, walked);
+    directory = UniqueFd(next);
+    start = end + 1;
+  }
+  const std::string name = name_of(absolute);
+  if (const auto existing = stat_entry(directory.get(), name, absolute)) {
+    if (S_ISLNK(existing->st_mode)) {
+      throw ConfinementError(quoted +
+                             " is a link; a write replaces a file and never follows a link");
+    }
+    if (S_ISDIR(existing->st_mode)) throw IsADirectory(quoted + " is a directory", absolute);
+  }
+  // Written aside, then renamed over the name: a reader never sees half a file, and a link
+  // raced onto the name is replaced, never written through.
+  const std::string staged = ".airlock-write-" + random_suffix();
+  UniqueFd file(::openat(directory.get(), staged.c_str(),
+                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!file.valid()) fail_errno("cannot write " + quoted, errno, absolute);
+  const auto discard = [&] { ::unlinkat(directory.get(), staged.c_str(), 0); };
+  ::fchmod(file.get(), 0644);
+  for (std::size_t written = 0; written < content.size();) {
+    const ssize_t step = ::write(file.get(), content.data() + written, content.size() - written);
+    if (step < 0) {
+      if (errno == EINTR) continue;
+      const int error = errno;
+      discard();
+      fail_errno("cannot write " + quoted, error, absolute);
+    }
+    written += static_cast<std::size_t>(step);
+  }
+  if (::close(file.release()) != 0) {
+    const int error = errno;
+    discard();
+    fail_errno("cannot write " + quoted, error, absolute);
+  }
+  if (::renameat(directory.get(), staged.c_str(), directory.get(), name.c_str()) != 0) {
+    const int error = errno;
+    discard();
+    if (error == EISDIR) throw IsADirectory(quoted + " is a directory", absolute);
+    fail_errno("cannot write " + quoted, error, absolute);
+  }
+}
+
+std::vector<SandboxEntry> list(int root, const std::string& absolute,
+                               std::string_view working_directory) {
+  const int opened = open_beneath(root, relative(absolute), O_RDONLY | O_DIRECTORY);
+  if (opened < 0) {
+    if (errno == ENOENT) throw NotFound("'" + absolute + "' does not exist", absolute);
+    if (errno == ENOTDIR) throw NotADirectory("'" + absolute + "' is not a directory", absolute);
+    fail_resolution(errno, absolute);
+  }
+  DIR* listing = ::fdopendir(opened);
+  if (listing == nullptr) {
+    ::close(opened);
+    fail_errno("cannot list " + absolute, errno, absolute);
+  }
+  struct CloseDir {
+    DIR* listing;
+    ~CloseDir() { ::closedir(listing); }
+  } close_listing{listing};
+  const std::string base = entry_path(absolute, working_directory);
+  std::vector<SandboxEntry> entries;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string child = absolute == "/" ? "/" + name : absolute + "/" + name;
+    const auto status = stat_entry(::dirfd(listing), name, child);
+    if (!status) continue;  // gone since the listing began
+    SandboxEntry item;
+    item.path = base == "." ? name : base + "/" + name;
+    item.kind = kind_of(*status);
+    if (item.kind == EntryKind::file) item.size_bytes = static_cast<std::uint64_t>(status->st_size);
+    entries.push_back(std::move(item));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const SandboxEntry& a, const SandboxEntry& b) { return a.path < b.path; });
+  return entries;
+}
+
+void remove(int root, const std::string& absolute, std::string_view path, bool recursive) {
+  const UniqueFd directory = open_directory(root, parent_of(absolute));
+  if (!directory.valid()) return;  // a missing path is success
+  const std::string name = name_of(absolute);
+  const auto status = stat_entry(directory.get(), name, absolute);
+  if (!status) return;
+  if (S_ISDIR(status->st_mode)) {
+    if (!recursive) {
+      throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
+                        EISDIR, absolute);
+    }
+    remove_tree(directory.get(), name, absolute, 0);
+    return;
+  }
+  // A link is unlinked, never followed.
+  if (::unlinkat(directory.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+    if (errno == EISDIR) {
+      throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
+                        EISDIR, absolute);
+    }
+    fail_errno("cannot remove '" + std::string(path) + "'", errno, absolute);
+  }
+}
+
+}  // namespace host_plane
+}  // namespace airlock::docker

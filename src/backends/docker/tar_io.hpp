@@ -1,0 +1,63 @@
+// Tar through libarchive, in the two shapes the archive endpoints need: a small archive to PUT
+// (one file, plus the directories it needs), and a reader that pulls a GET's body on demand so
+// that headers are judged before any entry's data is read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "airlock/vocabulary.hpp"
+
+struct archive;
+struct archive_entry;
+
+namespace airlock::docker {
+
+class EngineDownload;
+
+// A tar holding `directories` (relative, parents first, mode 0755) then the regular file
+// `file` (relative, mode 0644) with `content`. Owner root, mtime now. PAX where names need it.
+std::string build_file_archive(const std::vector<std::string>& directories, const std::string& file,
+                               std::string_view content);
+
+// One header as the reader saw it.
+struct TarHeader {
+  std::string path;  // as stored (may end in '/')
+  EntryKind kind = EntryKind::other;
+  std::optional<std::uint64_t> size;  // regular files only
+  bool hard_link = false;             // a hard-link entry (kind is `other`)
+};
+
+// Reads a tar from an EngineDownload, pulling body bytes only as headers and data are asked for.
+class TarStreamReader {
+ public:
+  explicit TarStreamReader(EngineDownload& download);
+  ~TarStreamReader();
+  TarStreamReader(const TarStreamReader&) = delete;
+  TarStreamReader& operator=(const TarStreamReader&) = delete;
+
+  // The next header, or nullopt at the end of the archive. Throws BackendError when the bytes
+  // are not a tar; rethrows what the download raised.
+  std::optional<TarHeader> next();
+  // Read the current entry's data, refusing (returns nullopt) once more than `max_bytes` arrived.
+  std::optional<std::string> read_data(std::uint64_t max_bytes);
+  // Skip the current entry's data.
+  void skip_data();
+
+  // libarchive callback.
+  long pull(const void** block);
+
+ private:
+  [[noreturn]] void fail(const char* what);
+
+  EngineDownload& download_;
+  archive* archive_ = nullptr;
+  std::string block_;
+  std::exception_ptr pending_;  // an exception thrown inside the callback, rethrown outside
+};
+
+}  // namespace airlock::docker

@@ -1,0 +1,136 @@
+// bench group "docker": the docker backend's warm exec and cold acquire, side by side with the
+// docker CLI doing the same on the same engine (`docker exec`, `docker run --rm`). SPEC §7's
+// target: warm exec ≤ 0.5 × `docker exec`.
+//
+// The engine is DOCKER_HOST (scripts/engines/dockerd start prints one); the image is
+// AIRLOCK_DOCKER_BENCH_IMAGE (default airlock-test/busybox:latest). Without an engine the group
+// says SKIPPED with the reason.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "airlock/backends/docker.hpp"
+#include "airlock/errors.hpp"
+#include "cli/bench.hpp"
+
+extern char** environ;
+
+namespace airlock::cli {
+namespace {
+
+std::string environment_or(const char* name, const char* fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : fallback;
+}
+
+// The docker CLI that matches the engine best: Debian's, else whatever PATH has.
+std::string docker_cli() {
+  if (std::filesystem::exists("/usr/bin/docker")) return "/usr/bin/docker";
+  const std::string path = environment_or("PATH", "");
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    const std::filesystem::path candidate = path.substr(start, end - start) + "/docker";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
+}
+
+// Run argv to completion with stdout/stderr discarded; throws unless it exits 0.
+void run_quietly(const std::vector<std::string>& argv) {
+  std::vector<char*> pointers;
+  for (const auto& argument : argv) pointers.push_back(const_cast<char*>(argument.c_str()));
+  pointers.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, pointers[0], &actions, nullptr, pointers.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) throw SystemError("could not run " + argv[0], spawned);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    throw SystemError(argv[0] + " " + argv[1] + " failed (status " + std::to_string(status) + ")");
+  }
+}
+
+void bench_docker(BenchRun& run) {
+  if (environment_or("DOCKER_HOST", "").empty() &&
+      !std::filesystem::exists("/var/run/docker.sock")) {
+    run.skipped("docker", "no container engine (DOCKER_HOST unset; scripts/engines/dockerd start)");
+    return;
+  }
+  const std::string image =
+      environment_or("AIRLOCK_DOCKER_BENCH_IMAGE", "airlock-test/busybox:latest");
+  docker::DockerConfig config;
+  config.default_image = image;
+  config.pull_missing_images = false;
+  docker::DockerBackend backend(config);
+  try {
+    backend.api_version();
+  } catch (const std::exception& error) {
+    run.skipped("docker", std::string("the engine does not answer: ") + error.what());
+    return;
+  }
+  const std::string scope = "airlock-bench-" + std::to_string(::getpid());
+  struct Cleanup {
+    docker::DockerBackend& backend;
+    std::string scope;
+    ~Cleanup() { backend.dispose_scope(scope, std::nullopt); }
+  } cleanup{backend, scope};
+
+  const SandboxSpec spec({.kind = "bench", .work_dir = "/"});
+  ExecOptions options;
+  options.working_directory = "/";
+  options.timeout = std::chrono::seconds(60);
+  auto warm_sandbox = backend.acquire(SandboxKey{scope, "warm", "/bench"}, spec);
+  const Command true_command = Command::argv({"true"});
+
+  const Stats& warm = run.time("docker warm exec true (Engine API)", run.iterations(60), [&] {
+    if (warm_sandbox->exec(true_command, options).exit_code != 0) {
+      throw SystemError("`true` failed in the sandbox");
+    }
+  });
+
+  int serial = 0;
+  const Stats& cold =
+      run.time("docker cold acquire + exec true + dispose", run.iterations(12), [&] {
+        const SandboxKey key{scope, "cold-" + std::to_string(serial++), "/bench"};
+        auto sandbox = backend.acquire(key, spec);
+        sandbox->exec(true_command, options);
+        backend.dispose_kind(key, spec.kind(), sandbox->instance_id());
+      });
+
+  const std::string cli = docker_cli();
+  if (cli.empty()) {
+    run.skipped("docker CLI peers", "no docker CLI on PATH");
+    return;
+  }
+  const std::string container = warm_sandbox->instance_id();
+  const Stats& cli_exec = run.time("`docker exec` true (CLI)", run.iterations(30), [&] {
+    run_quietly({cli, "exec", container, "true"});
+  });
+  const Stats& cli_run =
+      run.time("`docker run --rm --network none` true (CLI)", run.iterations(12), [&] {
+        run_quietly({cli, "run", "--rm", "--network", "none", image, "true"});
+      });
+  run.ratio("docker warm exec (API) / `docker exec` (CLI)", warm, cli_exec, 0.5);
+  run.ratio("docker cold acquire+exec+dispose / `docker run --rm` (CLI)", cold, cli_run,
+            std::nullopt);
+}
+
+const bool kRegistered = register_bench_group(
+    "docker", "docker backend warm exec and cold acquire vs `docker exec` / `docker run --rm`",
+    bench_docker);
+
+}  // namespace
+}  // namespace airlock::cli
