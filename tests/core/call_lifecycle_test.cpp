@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <latch>
 #include <mutex>
 #include <set>
@@ -34,7 +35,28 @@ class ObservedBackend : public InProcessSandboxBackend {
       if (instance_id) deleted.insert(std::string(*instance_id));
     }
     std::this_thread::sleep_for(delete_duration);
-    return InProcessSandboxBackend::dispose_kind(key, kind, instance_id);
+    {
+      // A closed gate holds the delete until the test opens it (bounded, so a broken test ends).
+      std::unique_lock lock(mutex);
+      gate.wait_for(lock, 10s, [&] { return !gate_closed; });
+    }
+    const bool disposed = InProcessSandboxBackend::dispose_kind(key, kind, instance_id);
+    std::lock_guard lock(mutex);
+    if (instance_id) finished.insert(std::string(*instance_id));
+    return disposed;
+  }
+
+  bool delete_finished(const std::string& instance) {
+    std::lock_guard lock(mutex);
+    return finished.contains(instance);
+  }
+
+  void open_gate() {
+    {
+      std::lock_guard lock(mutex);
+      gate_closed = false;
+    }
+    gate.notify_all();
   }
 
   bool was_deleted(const std::string& instance) {
@@ -44,7 +66,10 @@ class ObservedBackend : public InProcessSandboxBackend {
 
   std::mutex mutex;
   std::vector<std::pair<std::string, int>> deletes;  // (instance, calls in flight at the time)
-  std::set<std::string> deleted;
+  std::set<std::string> deleted;   // deletes begun
+  std::set<std::string> finished;  // deletes whose backend call returned
+  std::condition_variable gate;
+  bool gate_closed = false;
   std::atomic<int> in_flight{0};
   std::chrono::milliseconds delete_duration{0};
 };
@@ -154,28 +179,30 @@ TEST(CallLifecycle, ALaterCallWaitsForTheQueuedDeleteToFinish) {
   Fixture f;
   f.backend->delete_duration = 200ms;
   auto call = f.router.enter_call(f.key, f.spec);
-  call.acquire();
+  const std::string instance = call.acquire()->instance_id();
   call.condemn();
   std::jthread leaver([&] { call.release(); });  // runs the 200 ms delete on this thread
-  std::this_thread::sleep_for(50ms);
-  const auto start = std::chrono::steady_clock::now();
+  // Whether the next call arrives before, during or after the delete, it is admitted only once
+  // the delete has returned.
   auto next = f.router.enter_call(f.key, f.spec, {.timeout = 5s});
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 100ms)
+  EXPECT_TRUE(f.backend->delete_finished(instance))
       << "a call was admitted while the delete was still running";
 }
 
 TEST(CallLifecycle, ABackgroundReleaseRunsTheDeleteWithoutTheCaller) {
   Fixture f;
-  f.backend->delete_duration = 300ms;
+  f.backend->gate_closed = true;  // the delete cannot finish until the test says so
   auto call = f.router.enter_call(f.key, f.spec);
   const std::string instance = call.acquire()->instance_id();
   call.condemn();
-  const auto start = std::chrono::steady_clock::now();
   call.release(/*in_background=*/true);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms)
+  // Had the caller waited for the delete, it would have returned only when the gate timed out,
+  // with the delete finished.
+  EXPECT_FALSE(f.backend->delete_finished(instance))
       << "the caller waited for the delete it handed off";
-  auto next = f.router.enter_call(f.key, f.spec, {.timeout = 5s});  // waits for it
-  EXPECT_TRUE(f.backend->was_deleted(instance));
+  f.backend->open_gate();
+  auto next = f.router.enter_call(f.key, f.spec, {.timeout = 15s});  // waits for it
+  EXPECT_TRUE(f.backend->delete_finished(instance));
 }
 
 TEST(CallLifecycle, CondemningTwiceQueuesOneDelete) {
