@@ -66,8 +66,8 @@ class ObservedBackend : public InProcessSandboxBackend {
 
   std::mutex mutex;
   std::vector<std::pair<std::string, int>> deletes;  // (instance, calls in flight at the time)
-  std::set<std::string> deleted;   // deletes begun
-  std::set<std::string> finished;  // deletes whose backend call returned
+  std::set<std::string> deleted;                     // deletes begun
+  std::set<std::string> finished;                    // deletes whose backend call returned
   std::condition_variable gate;
   bool gate_closed = false;
   std::atomic<int> in_flight{0};
