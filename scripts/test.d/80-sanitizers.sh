@@ -1,5 +1,5 @@
 # The suites again under the sanitizers: ASan+UBSan (the `asan` preset) for the unit, core,
-# outputs, conformance (testing backend), images, kinds, egress and linux backend tests, and TSan
+# outputs, conformance (testing backend), images, kinds, egress, linux backend and daemon tests, and TSan
 # (the `tsan` preset) for the concurrency, outputs and egress tests (as `make test-tsan`). Any report fails the stage: UBSan is
 # built with -fno-sanitize-recover, and ASan/TSan exit non-zero on their first finding.
 #
@@ -11,8 +11,9 @@ cd "$AIRLOCK_SOURCE_DIR"
 which=${AIRLOCK_SANITIZERS:-asan tsan}
 
 asan_targets=(core_tests core_concurrency_tests core_outputs_tests core_conformance_tests
-              images_tests testing_backend_tests codeact_tests egress_tests linux_backend_tests)
-asan_labels='^(core|concurrency|outputs|conformance|images|backends|kinds|egress|linux)$'
+              images_tests testing_backend_tests codeact_tests egress_tests linux_backend_tests
+              daemon_tests)
+asan_labels='^(core|concurrency|outputs|conformance|images|backends|kinds|egress|linux|daemon)$'
 tsan_targets=(core_concurrency_tests core_outputs_tests egress_tests)
 tsan_labels='^(concurrency|outputs|egress)$'
 
