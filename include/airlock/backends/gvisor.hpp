@@ -4,8 +4,9 @@
 // Gofer), both confined by runsc's own seccomp filters and running as an unprivileged host uid.
 //
 // Declares: isolation `hardened_container`; egress `closed` (runsc --network=none: loopback
-// only); capabilities exec, run_code, files_in, files_out, files_list, files_delete, host_tools;
-// os family posix; transfer ceilings from `GvisorBackendConfig::limits`.
+// only) and `allowlist` (the same, plus the egress bridge under "egress" below); capabilities exec,
+// run_code, files_in, files_out, files_list, files_delete, host_tools; os family posix; transfer
+// ceilings from `GvisorBackendConfig::limits`.
 //
 // ---- What a sandbox is made of ----
 //   container    one long-lived runsc container per (key, kind, egress posture), named from
@@ -38,6 +39,15 @@
 //                directory's ancestors included), also one raced in during the operation, is
 //                refused by the lookup that does the work. Contents cross as raw bytes on the
 //                exec's stdin/stdout. See docs/backends/gvisor.md.
+//   egress       `allowlist`: still --network=none. The backend owns ONE EgressProxy (egress.hpp,
+//                started by the first allowlisted acquire) listening on a unix socket per
+//                sandbox, <state_dir>/gvisor/egress/<id>/egress.sock, owned by uid_base (0600).
+//                That directory is bound read-only at /.airlock-egress, runsc runs with
+//                --host-uds=open so the guest may connect to it, and the keeper relays
+//                127.0.0.1:3128 inside to it; HTTP(S)_PROXY point there. The listener is made at
+//                create and again at every adopt (the proxy lives in the acquiring process), and
+//                closed, its directory removed, at dispose and purge. A sandbox adopted by no
+//                live process has no proxy: its guest's connects fail (closed, never open).
 //   durable      <state_dir>/gvisor/sandboxes/<id>/record.json (hashed labels, instance id,
 //     state      image, creation time) plus `runsc list` of the private root. Another process
 //                adopts, lists, disposes and purges from these alone.
@@ -63,6 +73,7 @@
 #include <vector>
 
 #include "airlock/backend.hpp"
+#include "airlock/egress.hpp"
 #include "airlock/json.hpp"
 #include "airlock/records.hpp"
 
@@ -106,13 +117,22 @@ struct GvisorBackendConfig {
   // The guest helper (airlock-gvisor-guest, static). Empty: $AIRLOCK_GVISOR_GUEST, else next to
   // libairlock (build tree), else <libdir>/../libexec/airlock/, else the install prefix.
   std::filesystem::path guest_helper_path;
+  // allowlist: the proxy's policy for every allowlisted sandbox, whose host patterns are the
+  // spec's egress_allow; every other field (ports, bounds, the test-only
+  // allow_nonglobal_for_tests) is taken from here.
+  EgressPolicy egress_policy;
+  // Called (on the proxy's event-loop thread) with every egress decision of this backend's
+  // sandboxes; may be empty. Decisions are logged either way.
+  EgressDecisionCallback egress_decisions;
 };
 
 // Config keys (JSON, as given to make_backend("gvisor", …)): state_dir, runsc_path, platform
 // ("auto", "systrap", "ptrace"), image_store, default_image, uid_base, memory_bytes, pids,
 // cpu_millis (each a number, or null for no limit), pids_overhead, overlay_medium,
 // output_ceiling_bytes, max_concurrent_commands, limits ({files_in, files_out}),
-// runsc_timeout_ms, guest_helper_path. Unknown keys are refused naming the key.
+// runsc_timeout_ms, guest_helper_path, egress_ports (default [443]),
+// egress_allow_nonglobal_for_tests (CIDR ranges; WEAKENS the boundary, see egress.hpp). Unknown
+// keys are refused naming the key.
 GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::string_view where);
 
 // Throws BackendError when runsc is missing or no platform works (naming each platform tried

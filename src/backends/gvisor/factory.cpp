@@ -2,6 +2,7 @@
 #include "airlock/backend_factory.hpp"
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/errors.hpp"
+#include "egress/policy.hpp"
 
 namespace airlock {
 namespace {
@@ -107,15 +108,39 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
               path + "." + direction);
         }
       }
+    } else if (field == "egress_ports") {
+      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of ports", path);
+      parsed.egress_policy.allowed_ports.clear();
+      for (const auto& port : value) {
+        const std::uint64_t number = count_field(port, path);
+        if (number == 0 || number > 65535)
+          throw InvalidArgument(path + ": ports are 1..65535", path);
+        parsed.egress_policy.allowed_ports.push_back(static_cast<std::uint16_t>(number));
+      }
+    } else if (field == "egress_allow_nonglobal_for_tests") {
+      if (!value.is_array()) {
+        throw InvalidArgument(path + ": expected an array of CIDR ranges", path);
+      }
+      parsed.egress_policy.allow_nonglobal_for_tests.clear();
+      for (const auto& range : value) {
+        parsed.egress_policy.allow_nonglobal_for_tests.push_back(string_field(range, path));
+      }
     } else {
       throw InvalidArgument(path +
                                 ": unknown field (known: state_dir, runsc_path, platform, "
                                 "image_store, default_image, uid_base, memory_bytes, pids, "
                                 "cpu_millis, pids_overhead, overlay_medium, "
                                 "output_ceiling_bytes, max_concurrent_commands, "
-                                "runsc_timeout_ms, guest_helper_path, limits)",
+                                "runsc_timeout_ms, guest_helper_path, limits, egress_ports, "
+                                "egress_allow_nonglobal_for_tests)",
                             path);
     }
+  }
+  // A bad port list or CIDR range is refused now, naming the config, not at the first acquire.
+  try {
+    (void)egress::CompiledPolicy::compile(parsed.egress_policy);
+  } catch (const InvalidArgument& bad) {
+    throw InvalidArgument(std::string(where) + ": " + bad.what(), std::string(where) + ".egress");
   }
   return parsed;
 }

@@ -152,7 +152,7 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
 }
 
 std::optional<EgressSet> GvisorBackend::egress_modes() const {
-  return EgressSet{Egress::closed};
+  return EgressSet{Egress::closed, Egress::allowlist};
 }
 
 std::optional<CapabilitySet> GvisorBackend::capabilities() const {
@@ -202,10 +202,11 @@ std::shared_ptr<GvisorBackend::Identity> GvisorBackend::identity(const std::stri
 }
 
 std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
-  if (spec.egress() != Egress::closed) {
-    throw EgressNotEnforced("the gvisor backend enforces egress 'closed' only; '" +
-                                std::string(to_string(spec.egress())) + "' is not served",
-                            "egress");
+  if (spec.egress() == Egress::unrestricted) {
+    throw EgressNotEnforced(
+        "the gvisor backend never gives a sandbox the host's network (unrestricted); it runs "
+        "closed, or allowlisted through the host's egress proxy",
+        "egress");
   }
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
   const auto held = identity(id);
@@ -220,6 +221,8 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
       if (auto cached = live_[id].lock(); cached && cached->instance_id() == record->instance_id) {
         return cached;
       }
+      // The proxy lives in the acquiring process: an adopter serves the sandbox's egress.
+      if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, record->instance_id);
       auto adopted = adopt(*record, key);
       live_[id] = adopted;
       return adopted;
@@ -269,6 +272,17 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     plan.work_dir = record.work_dir;
     plan.uid_base = config_->uid_base;
     plan.environment = environment_for(pin.image());
+    if (spec.egress() == Egress::allowlist) {
+      const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressBridgePort);
+      for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}) {
+        plan.environment.push_back(std::string(name) + "=" + proxy);
+      }
+      plan.environment.emplace_back("NO_PROXY=localhost,127.0.0.1");
+      plan.environment.emplace_back("no_proxy=localhost,127.0.0.1");
+      // The socket exists before the container: the Gofer binds the directory at start.
+      listen_for_egress(id, spec, record.instance_id);
+      plan.egress_directory = store_.egress_dir(id);
+    }
     const ResourceLimits& asked = spec.resources();
     const ResourceLimits& fallback = config_->default_resources;
     plan.memory_bytes = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
@@ -286,9 +300,15 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     const std::string overlay = config_->overlay_medium == "memory"
                                     ? "root:memory"
                                     : "root:dir=" + (directory / "overlay").string();
-    std::vector<std::string> argv = runsc_->command(
-        {"--platform=" + std::string(to_string(platform_)), "--network=none",
-         "--overlay2=" + overlay, "run", "--detach", "--bundle=" + bundle.string(), id});
+    std::vector<std::string> flags = {"--platform=" + std::string(to_string(platform_)),
+                                      "--network=none", "--overlay2=" + overlay};
+    // Lets the guest connect to host unix sockets bound into it; the only one is the proxy's.
+    if (plan.egress_directory) flags.emplace_back("--host-uds=open");
+    for (const auto& word :
+         {std::string("run"), std::string("--detach"), "--bundle=" + bundle.string(), id}) {
+      flags.push_back(word);
+    }
+    std::vector<std::string> argv = runsc_->command(flags);
     std::vector<std::string> shepherd = {helper_source_.string(), "shepherd", "--status-fd", "3",
                                          "--"};
     shepherd.insert(shepherd.end(), argv.begin(), argv.end());
@@ -321,6 +341,47 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
   return adopt(record, key);
 }
 
+void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& spec,
+                                      const std::string& instance_id) {
+  EgressPolicy policy = config_->egress_policy;
+  policy.allowed_hosts = spec.egress_allow();
+  // The guest reaches the socket through the Sentry and Gofer, which run as uid_base: that uid
+  // owns the directory and the socket (0600), so no other host user can use or replace it.
+  const auto directory = store_.egress_dir(id);
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  if (error || ::chown(directory.c_str(), config_->uid_base, config_->uid_base) != 0 ||
+      ::chmod(directory.c_str(), 0700) != 0) {
+    throw SystemError("could not prepare the sandbox's egress directory",
+                      error ? error.value() : errno, directory.string());
+  }
+  UnixSocketOptions socket;
+  socket.owner_uid = config_->uid_base;
+  socket.owner_gid = config_->uid_base;
+  // An older listener of ours for this sandbox serves no one: it goes before the new bind.
+  stop_egress(id);
+  std::lock_guard lock(egress_mutex_);
+  if (!egress_proxy_) {
+    EgressProxy::Options options;
+    options.on_decision = config_->egress_decisions;
+    egress_proxy_ = std::make_unique<EgressProxy>(std::move(options));
+  }
+  egress_listeners_[id] =
+      egress_proxy_->listen(directory / kEgressSocketName, std::move(policy), instance_id, socket);
+}
+
+void GvisorBackend::stop_egress(const std::string& id) noexcept {
+  EgressListener closing;
+  {
+    std::lock_guard lock(egress_mutex_);
+    auto found = egress_listeners_.find(id);
+    if (found == egress_listeners_.end()) return;
+    closing = std::move(found->second);
+    egress_listeners_.erase(found);
+  }
+  closing.close();  // outside the lock: it waits for the event loop
+}
+
 bool GvisorBackend::teardown(const std::string& id) noexcept {
   try {
     const auto held = identity(id);
@@ -341,6 +402,7 @@ bool GvisorBackend::teardown_locked(const std::string& id) noexcept {
     // A delete that lost to a dying sandbox: once the processes are gone runsc can finish.
     if (runsc_->state(id)) runsc_->destroy(id);
     for (const auto& what : remaining) spdlog::warn("gvisor: {} left behind by {}", what, id);
+    stop_egress(id);
     store_.remove(id);
     {
       std::lock_guard lock(registry_mutex_);

@@ -52,6 +52,11 @@ class GvisorBackend final : public SandboxBackend {
   bool teardown(const std::string& id) noexcept;
   bool teardown_locked(const std::string& id) noexcept;
   std::filesystem::path install_helper() const;
+  // allowlist: (re)binds the sandbox's egress socket to this backend's proxy with the spec's
+  // egress_allow as the host patterns over config_->egress_policy.
+  void listen_for_egress(const std::string& id, const SandboxSpec& spec,
+                         const std::string& instance_id);
+  void stop_egress(const std::string& id) noexcept;
 
   std::shared_ptr<const GvisorBackendConfig> config_;
   StateStore store_;
@@ -61,6 +66,11 @@ class GvisorBackend final : public SandboxBackend {
   images::ImageStore images_;
   GvisorPlatform platform_ = GvisorPlatform::systrap;
   std::string state_tag_;  // 8 hex of the state directory, in every container id
+
+  // One proxy per backend, started by the first allowlisted acquire.
+  std::mutex egress_mutex_;
+  std::unique_ptr<EgressProxy> egress_proxy_;
+  std::map<std::string, EgressListener> egress_listeners_;
 
   std::mutex registry_mutex_;
   std::map<std::string, std::shared_ptr<Identity>> identities_;

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -36,8 +37,8 @@ std::string random_hex(std::size_t bytes) {
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
 
 void StateStore::ensure_layout() const {
-  for (const auto& directory :
-       {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes", base_ / "helpers"}) {
+  for (const auto& directory : {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes",
+                                base_ / "helpers", base_ / "egress"}) {
     std::error_code error;
     std::filesystem::create_directories(directory, error);
     if (error) {
@@ -53,6 +54,7 @@ void StateStore::ensure_layout() const {
   std::error_code ignored;
   std::filesystem::permissions(base_, traverse, ignored);
   std::filesystem::permissions(base_ / "helpers", traverse, ignored);
+  std::filesystem::permissions(base_ / "egress", traverse, ignored);
   for (const auto& directory : {base_ / "runsc", base_ / "locks", base_ / "sandboxes"}) {
     std::filesystem::permissions(directory, perms::owner_all, ignored);
   }
@@ -133,8 +135,13 @@ void StateStore::write(const Record& record) const {
 std::vector<std::string> StateStore::ids() const {
   std::vector<std::string> found;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(base_ / "sandboxes", error)) {
-    if (entry.is_directory(error)) found.push_back(entry.path().filename().string());
+  // egress/<id> too: a crash between its listen and the record leaves only that to reclaim.
+  for (const char* area : {"sandboxes", "egress"}) {
+    for (const auto& entry : std::filesystem::directory_iterator(base_ / area, error)) {
+      if (!entry.is_directory(error)) continue;
+      auto name = entry.path().filename().string();
+      if (std::find(found.begin(), found.end(), name) == found.end()) found.push_back(name);
+    }
   }
   return found;
 }
@@ -142,6 +149,7 @@ std::vector<std::string> StateStore::ids() const {
 void StateStore::remove(const std::string& id) const noexcept {
   std::error_code ignored;
   std::filesystem::remove_all(sandbox_dir(id), ignored);
+  std::filesystem::remove_all(egress_dir(id), ignored);
 }
 
 }  // namespace airlock::gvisor_backend

@@ -10,8 +10,10 @@
 //                                       any point leaves a record naming what to reclaim
 //     sandboxes/<id>/bundle/            config.json
 //     sandboxes/<id>/overlay/           runsc's overlay file store (the guest's writes)
-//     sandboxes/<id>/egress/            allowlist: the proxy's socket
 //     sandboxes/<id>/runsc.log          what runsc said at create
+//     egress/                           0711: the Gofer (uid_base) passes through, lists nothing
+//     egress/<id>/egress.sock           allowlist: the proxy's socket (dir 0700 and socket 0600,
+//                                       both owned by uid_base), bound at /.airlock-egress
 // <id> is the container id: "airlock-" + 8 hex of the state directory + "-" + sandbox_identity().
 #pragma once
 
@@ -50,15 +52,16 @@ class StateStore {
   std::filesystem::path sandbox_dir(const std::string& id) const {
     return base_ / "sandboxes" / id;
   }
+  std::filesystem::path egress_dir(const std::string& id) const { return base_ / "egress" / id; }
 
   void ensure_layout() const;
   UniqueFd lock(const std::string& id) const;
 
   std::optional<Record> read(const std::string& id) const;
   void write(const Record& record) const;
-  // Identities with a directory under sandboxes/ (records or leftovers).
+  // Identities with a directory under sandboxes/ or egress/ (records or leftovers).
   std::vector<std::string> ids() const;
-  // Removes sandboxes/<id> entirely. Best effort.
+  // Removes sandboxes/<id> and egress/<id> entirely. Best effort.
   void remove(const std::string& id) const noexcept;
 
  private:

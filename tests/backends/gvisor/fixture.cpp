@@ -70,10 +70,37 @@ void make_busybox_rootfs(const std::filesystem::path& root) {
   std::filesystem::permissions(root / "tmp", std::filesystem::perms(01777));
 }
 
+// busybox plus the host's curl and every library ldd names for it, at the same paths: the egress
+// conformance suite runs curl in the guest. False when the host has no curl.
+bool make_curl_rootfs(const std::filesystem::path& root) {
+  if (::access("/usr/bin/curl", X_OK) != 0) return false;
+  make_busybox_rootfs(root);
+  std::vector<std::filesystem::path> files = {"/usr/bin/curl"};
+  FILE* listing = ::popen("ldd /usr/bin/curl", "r");
+  if (listing == nullptr) return false;
+  char line[1024];
+  while (std::fgets(line, sizeof line, listing) != nullptr) {
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) {
+      if (word.front() == '/') files.emplace_back(word);
+    }
+  }
+  if (::pclose(listing) != 0) return false;
+  for (const auto& file : files) {
+    const auto target = root / file.relative_path();
+    std::filesystem::create_directories(target.parent_path());
+    std::filesystem::copy_file(file, target, std::filesystem::copy_options::overwrite_existing);
+  }
+  std::filesystem::create_directories(root / "root");
+  return true;
+}
+
 struct SharedStore {
   std::unique_ptr<TemporaryDirectory> directory;
   std::filesystem::path store;
   bool python = false;
+  bool curl = false;
 };
 
 SharedStore& shared() {
@@ -99,6 +126,12 @@ SharedStore& shared() {
       store.import_tar(images / "python.tar", "python");
       instance.python = true;
     }
+    const auto curl_source = instance.directory->path() / "curl-source";
+    if (make_curl_rootfs(curl_source)) {
+      store.import_directory(curl_source, "curl");
+      instance.curl = true;
+    }
+    std::filesystem::remove_all(curl_source, error);
   });
   return instance;
 }
@@ -136,6 +169,10 @@ TemporaryDirectory::~TemporaryDirectory() {
 const std::filesystem::path& shared_image_store() {
   return shared().store;
 }
+bool curl_image_available() {
+  return shared().curl;
+}
+
 bool python_image_available() {
   return shared().python;
 }

@@ -45,9 +45,12 @@ class TemporaryDirectory {
   std::filesystem::path path_;
 };
 
-// The image store shared by one test program ("busybox" always; "python" when available).
+// The image store shared by one test program ("busybox" always; "python" and "curl" when
+// available).
 const std::filesystem::path& shared_image_store();
 bool python_image_available();
+// "curl": busybox plus the host's /usr/bin/curl and its libraries (false when the host has none).
+bool curl_image_available();
 
 // Processes whose command line mentions `needle` (runsc-sandbox, runsc-gofer… of one state dir).
 std::vector<long> processes_mentioning(const std::string& needle);
