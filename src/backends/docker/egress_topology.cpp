@@ -1,6 +1,5 @@
 #include "backends/docker/egress_topology.hpp"
 
-#include <cctype>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -16,21 +15,6 @@ constexpr int kProxyPort = 3128;
 // What airlock-egress-proxy prints once every listener is open (see src/egress/proxy_main.cpp).
 constexpr const char* kReadinessLine = "listening on ";
 
-std::string url_encoded(const std::string& text) {
-  std::string out;
-  for (const unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.') {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char kHex[] = "0123456789ABCDEF";
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 struct ProxyState {
   bool running = false;
   std::string address;  // on the sandbox's network; empty until the engine assigned one
@@ -38,7 +22,7 @@ struct ProxyState {
 
 std::optional<ProxyState> proxy_state(EngineClient& client, const std::string& proxy,
                                       const std::string& network) {
-  const std::string path = "/containers/" + url_encoded(proxy) + "/json";
+  const std::string path = "/containers/" + url_encode(proxy) + "/json";
   const EngineResponse response = client.call("GET", path);
   if (response.status == 404) return std::nullopt;
   if (response.status != 200) {
@@ -57,7 +41,7 @@ std::optional<ProxyState> proxy_state(EngineClient& client, const std::string& p
 }
 
 std::string proxy_logs(EngineClient& client, const std::string& proxy) {
-  const std::string path = "/containers/" + url_encoded(proxy) + "/logs?stdout=1&stderr=1";
+  const std::string path = "/containers/" + url_encode(proxy) + "/logs?stdout=1&stderr=1";
   const EngineResponse response = client.call("GET", path);
   return response.status == 200 ? response.body : std::string();
 }
