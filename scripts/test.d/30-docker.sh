@@ -41,9 +41,18 @@ begin
 # shellcheck disable=SC2046
 export $(scripts/engines/dockerd start)
 took "dockerd start + test image import ($DOCKER_HOST)"
+# The allowlist tests' images, built offline from this build's proxy and the host's curl.
+begin
+AIRLOCK_DOCKER_PROXY_IMAGE=$(scripts/engines/binary-image airlock-test/egress-proxy:latest \
+  "$build/src/egress/airlock-egress-proxy")
+AIRLOCK_DOCKER_CURL_IMAGE=$(scripts/engines/binary-image airlock-test/curl:latest /usr/bin/curl)
+export AIRLOCK_DOCKER_PROXY_IMAGE AIRLOCK_DOCKER_CURL_IMAGE
+took "allowlist images (egress proxy, curl)"
 begin
 ctest --test-dir "$build" -L engine --output-on-failure --timeout 600 -j2
 took "engine tests against dockerd"
+# The allowlist runs against dockerd only: its images are not in Podman's store.
+unset AIRLOCK_DOCKER_PROXY_IMAGE AIRLOCK_DOCKER_CURL_IMAGE
 begin
 conformance dockerd
 took "airlock conformance against dockerd"

@@ -92,9 +92,11 @@ struct DockerConfig {
   // Empty: run_code is not declared. The operator vouches that the images used have it.
   std::string run_code_interpreter;
 
-  // Allowlist egress (reserved). `proxy_image` would run airlock-egress-proxy and
-  // `proxy_outbound_network` give it its way out; until that proxy is in the tree the backend's
-  // constructor refuses a non-empty `proxy_image` with NotSupported.
+  // Allowlist egress: with `proxy_image` set, each allowlist sandbox sits alone on an internal
+  // network whose only other member is a container of this image running
+  // /usr/local/bin/airlock-egress-proxy with the spec's allowlist (scripts/engines/binary-image
+  // builds one offline). `proxy_outbound_network` (an existing, non-internal network) is the
+  // proxy's way out; acquire waits up to `proxy_ready_timeout` for its readiness line.
   std::string proxy_image;
   std::string proxy_outbound_network;
   std::chrono::milliseconds proxy_ready_timeout{10'000};

@@ -111,14 +111,6 @@ struct DockerBackend::State {
 };
 
 DockerBackend::DockerBackend(DockerConfig config) : state_(std::make_unique<State>()) {
-  if (!config.proxy_image.empty()) {
-    // The topology is ready, but the proxy it would run (airlock-egress-proxy) is not in this
-    // tree. Declaring allowlist without it would promise an egress the backend cannot serve.
-    throw NotSupported(
-        "docker.proxy_image: allowlist egress through a proxy container is not available in "
-        "this build (airlock's egress proxy is not in the tree); the docker backend serves "
-        "closed egress only");
-  }
   if (config.host.empty()) {
     const char* from_environment = std::getenv("DOCKER_HOST");
     config.host =
@@ -172,8 +164,9 @@ Isolation DockerBackend::isolation() const {
 }
 
 std::optional<EgressSet> DockerBackend::egress_modes() const {
-  // Only closed until the egress proxy lands (the constructor refuses proxy_image meanwhile).
-  return EgressSet{Egress::closed};
+  // Allowlist only with a proxy image to run: the proxy container is what serves it.
+  if (state_->engine->config.proxy_image.empty()) return EgressSet{Egress::closed};
+  return EgressSet{Egress::closed, Egress::allowlist};
 }
 
 std::optional<CapabilitySet> DockerBackend::capabilities() const {

@@ -160,21 +160,17 @@ TEST(DockerConfig, ValuesAreParsed) {
   EXPECT_EQ(config.request_timeout, std::chrono::milliseconds(2500));
 }
 
-TEST(DockerDeclarations, AnAllowlistProxyIsRefusedUntilTheEgressProxyExists) {
-  // Without airlock's egress proxy in the tree, a configured proxy_image would declare an
-  // allowlist that no sandbox could get: refused at construction, naming the key.
+TEST(DockerDeclarations, AllowlistIsDeclaredOnlyWithAProxyImage) {
+  // The proxy container is what serves allowlist: without an image to run it from, only closed.
   DockerConfig config;
   config.host = "unix:///nonexistent/docker.sock";
-  config.proxy_image = "airlock-egress-proxy";
+  EXPECT_EQ(DockerBackend(config).egress_modes(), (EgressSet{Egress::closed}));
+  config.proxy_image = "airlock-test/egress-proxy:latest";
   config.proxy_outbound_network = "outbound";
-  try {
-    DockerBackend backend(config);
-    FAIL() << "a proxy_image was accepted: allowlist would be declared and never served";
-  } catch (const NotSupported& error) {
-    EXPECT_NE(std::string(error.what()).find("proxy_image"), std::string::npos) << error.what();
-  }
-  EXPECT_THROW(make_backend("docker", json{{"proxy_image", "p"}, {"proxy_outbound_network", "o"}}),
-               NotSupported);
+  EXPECT_EQ(DockerBackend(config).egress_modes(), (EgressSet{Egress::closed, Egress::allowlist}));
+  const auto parsed =
+      make_backend("docker", json{{"proxy_image", "p"}, {"proxy_outbound_network", "o"}});
+  EXPECT_TRUE(parsed->egress_modes()->contains(Egress::allowlist));
 }
 
 TEST(DockerDeclarations, WhatIsDeclaredFollowsTheConfiguration) {
