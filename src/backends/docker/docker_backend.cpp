@@ -164,8 +164,13 @@ Isolation DockerBackend::isolation() const {
 }
 
 std::optional<EgressSet> DockerBackend::egress_modes() const {
-  // Allowlist only with a proxy image to run: the proxy container is what serves it.
-  if (state_->engine->config.proxy_image.empty()) return EgressSet{Egress::closed};
+  // Allowlist only with a proxy image to run: the proxy container is what serves it. And only
+  // under the engine's default runtime (or runc named as such), the one the topology is proven
+  // on: runsc as engines register it runs with --network=none, which would leave an allowlisted
+  // sandbox no way to its proxy — a declaration the backend could not keep.
+  const DockerConfig& config = state_->engine->config;
+  if (config.proxy_image.empty()) return EgressSet{Egress::closed};
+  if (!config.runtime.empty() && config.runtime != "runc") return EgressSet{Egress::closed};
   return EgressSet{Egress::closed, Egress::allowlist};
 }
 

@@ -171,6 +171,11 @@ TEST(DockerDeclarations, AllowlistIsDeclaredOnlyWithAProxyImage) {
   const auto parsed =
       make_backend("docker", json{{"proxy_image", "p"}, {"proxy_outbound_network", "o"}});
   EXPECT_TRUE(parsed->egress_modes()->contains(Egress::allowlist));
+  // Proven under runc only: another runtime (runsc runs with --network=none) keeps it closed.
+  config.runtime = "runc";
+  EXPECT_EQ(DockerBackend(config).egress_modes(), (EgressSet{Egress::closed, Egress::allowlist}));
+  config.runtime = "runsc";
+  EXPECT_EQ(DockerBackend(config).egress_modes(), (EgressSet{Egress::closed}));
 }
 
 TEST(DockerDeclarations, WhatIsDeclaredFollowsTheConfiguration) {
