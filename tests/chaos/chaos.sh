@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chaos against the linux backend through the real CLI: each case breaks something mid-flight
-# (SIGKILL the CLI while a command runs or a file is going in, fill the sandbox's disk, exhaust
-# the guest's descriptors, kill the sandbox's init), then recovers the way an operator would
+# (SIGKILL the CLI or the daemon while a command runs, or the CLI while a file is going in, fill
+# the sandbox's disk, exhaust the guest's descriptors, kill the sandbox's init), then recovers the way an operator would
 # (`airlock purge`) and proves with scripts/leak-audit that nothing is left: no process, cgroup,
 # mount or durable record of any sandbox the case made.
 #
@@ -42,7 +42,7 @@ teardown_case() {
   "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1
   [[ -n $mounted ]] && umount "$mounted"
   mounted=''
-  rm -rf "$state" "$config" "$snapshots"
+  rm -rf "$state" "$config" "$snapshots" "$state.daemon"
 }
 
 run() { "$airlock" run --backend-config "$config" --min-isolation container --quiet "$@"; }
@@ -213,11 +213,44 @@ KilledInitIsReclaimedByPurge() {
   recover_and_audit
 }
 
+# SIGKILL the daemon while a command it started runs: the sandbox outlives it (durable state),
+# and the operator's `airlock purge` over the same state directory reclaims it, the orphaned
+# command included — no graceful shutdown ever ran.
+KilledDaemonMidExecIsReclaimedByPurge() {
+  local dir=$state.daemon
+  mkdir -p "$dir"
+  printf '{"backends":[{"type":"linux","state_dir":"%s"}],"min_isolation":"container"}' \
+    "$state" >"$dir/router.json"
+  "$airlock" serve --config "$dir/router.json" --socket "$dir/sock" --state-dir "$dir/state" \
+    --ready-file "$dir/ready" >"$dir/log" 2>&1 &
+  cli_pid=$!
+  wait_for test -e "$dir/ready" || { echo "airlock serve did not start: $(cat "$dir/log")"; return 1; }
+  local acquired handle
+  acquired=$(curl -s --unix-socket "$dir/sock" -X POST -d \
+    '{"key":{"scope":"chaos","thread_id":"daemon","agent_dir":"a"},"spec":{"kind":"chaos"}}' \
+    http://x/v1/sandboxes)
+  handle=$(sed -n 's/.*"sandbox":"\([^"]*\)".*/\1/p' <<<"$acquired")
+  [[ -n $handle ]] || { echo "acquire through the daemon: $acquired"; return 1; }
+  curl -s --unix-socket "$dir/sock" -X POST -d '{"argv":["sleep","601"],"timeout_ms":600000}' \
+    "http://x/v1/sandboxes/$handle/exec" >/dev/null 2>&1 &
+  local client=$! sleeper=''
+  sleeper_running() { sleeper=$(pgrep -x -f 'sleep 601' | head -n1); [[ -n $sleeper ]]; }
+  wait_for sleeper_running || { echo "the command never started"; kill "$client" 2>/dev/null; return 1; }
+  kill -KILL "$cli_pid"; wait "$cli_pid" 2>/dev/null; cli_pid=''
+  wait "$client" 2>/dev/null
+  "$airlock" ls --backend-config "$config" | grep -q 'chaos / daemon' \
+    || { echo "the orphaned sandbox is not listed"; return 1; }
+  recover_and_audit || return 1
+  if kill -0 "$sleeper" 2>/dev/null && ! grep -q '^State:.*Z' /proc/"$sleeper"/status; then
+    echo "the orphaned command ($sleeper) survived purge"; return 1
+  fi
+}
+
 # ---- driver ---------------------------------------------------------------------------------
 cases=("$@")
 ((${#cases[@]})) || cases=(KilledCliMidExecIsReclaimedByPurge KilledCliMidTransferIsReclaimedByPurge
   FullWritableLayerFailsWithEnospcAndStaysUsable GuestFdExhaustionIsContainedAndInitLeaksNoFds
-  KilledInitIsReclaimedByPurge)
+  KilledInitIsReclaimedByPurge KilledDaemonMidExecIsReclaimedByPurge)
 failed=()
 for name in "${cases[@]}"; do
   started=$(date +%s)
