@@ -26,6 +26,13 @@ run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
 "$airlock" run --backend-config "$config" --quiet -- true 2>/dev/null && code=0 || code=$?
 [[ $code -eq 125 ]] || fail "the default floor (microvm) must refuse the linux backend ($code)"
 
+# Repeatable options take one value each: the command's own flags after `--` stay its own.
+landing=$(mktemp -d /tmp/airlock-linux-e2e-landing-XXXXXX)
+run --put /etc/hostname=h --get out.txt --out "$landing" -- sh -c 'cat h > out.txt' \
+  || { rm -rf "$landing"; fail "--put/--get before a command with its own flags"; }
+cmp -s /etc/hostname "$landing/out.txt" || { rm -rf "$landing"; fail "--get landed the wrong bytes"; }
+rm -rf "$landing"
+
 # The main job.
 job=$(cd "$AIRLOCK_SOURCE_DIR" && AIRLOCK_STATE_DIR="$state" scripts/run-main-job "$AIRLOCK_BUILD_DIR" 2>&1) \
   || fail "the main job: $job"

@@ -241,10 +241,15 @@ const bool kRegistered = register_command("codeact", [](CLI::App& app, Context& 
       "declared outputs");
   options->router.add_to(*command);
   command->add_option("program", options->program, "the Python program file")->required();
-  command->add_option("--file", options->files,
-                      "NAME=LOCAL: a file the program is given as NAME (repeatable)");
-  command->add_option("--output", options->outputs,
-                      "NAME: a file the program writes, landed under --out (repeatable)");
+  // One value per flag, like run's --put/--get: a repeatable option must not swallow what follows.
+  command
+      ->add_option("--file", options->files,
+                   "NAME=LOCAL: a file the program is given as NAME (repeatable)")
+      ->allow_extra_args(false);
+  command
+      ->add_option("--output", options->outputs,
+                   "NAME: a file the program writes, landed under --out (repeatable)")
+      ->allow_extra_args(false);
   command->add_option("--out", options->out_dir, "where --output files land (default .)");
   command->add_option("--image", options->image, "the image (linux: host, or a stored image)");
   command->add_option("--scope", options->scope, "the key's scope (default airlock-codeact)");

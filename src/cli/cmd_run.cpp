@@ -2,10 +2,10 @@
 //   acquire → put files (--put LOCAL=GUEST) → exec → fetch outputs (--get GUEST into --out DIR)
 //   → dispose (unless --keep).
 // Exit code: the guest's own; 124 when it timed out; 125 when airlock could not run it.
+#include <errno.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <errno.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -112,8 +112,8 @@ SandboxSpec build_spec(const RunOptions& options) {
 
 int run(const RunOptions& options, const Context& context) {
   if (options.command.empty()) {
-    throw InvalidArgument("run: give the command after --, e.g. airlock run -- python3 -c 'print(1)'",
-                          "command");
+    throw InvalidArgument(
+        "run: give the command after --, e.g. airlock run -- python3 -c 'print(1)'", "command");
   }
   if (options.timeout_seconds <= 0) throw InvalidArgument("--timeout must be positive", "timeout");
   const SandboxSpec spec = build_spec(options);
@@ -146,7 +146,8 @@ int run(const RunOptions& options, const Context& context) {
                       read_local_file(put.substr(0, equals), spec.files_in().max_bytes_per_file));
   }
   if (puts.size() > spec.files_in().max_files) {
-    throw TransferCapExceeded("files_in.max_files", "--put", spec.files_in().max_files, puts.size());
+    throw TransferCapExceeded("files_in.max_files", "--put", spec.files_in().max_files,
+                              puts.size());
   }
 
   struct Disposer {
@@ -204,14 +205,17 @@ int run(const RunOptions& options, const Context& context) {
                 {"result", json::to_json(result)},
                 {"outputs", landed}});
   } else {
-    std::cout.write(result.stdout_bytes.data(), static_cast<std::streamsize>(result.stdout_bytes.size()));
+    std::cout.write(result.stdout_bytes.data(),
+                    static_cast<std::streamsize>(result.stdout_bytes.size()));
     std::cout.flush();
-    std::cerr.write(result.stderr_bytes.data(), static_cast<std::streamsize>(result.stderr_bytes.size()));
+    std::cerr.write(result.stderr_bytes.data(),
+                    static_cast<std::streamsize>(result.stderr_bytes.size()));
     if (result.truncated) {
       std::cerr << "airlock: output truncated at " << options.max_output << " bytes\n";
     }
     for (const auto& output : landed) {
-      if (!options.quiet) std::cerr << "airlock: landed " << output["landed"].get<std::string>() << "\n";
+      if (!options.quiet)
+        std::cerr << "airlock: landed " << output["landed"].get<std::string>() << "\n";
     }
     if (options.keep && !options.quiet) {
       std::cerr << "airlock: kept " << sandbox->instance_id() << " (scope " << key.scope
@@ -230,7 +234,8 @@ const bool kRegistered = register_command("run", [](CLI::App& app, Context& cont
   command->add_option("--spec", options->spec_file, "a sandbox spec (JSON) to start from");
   command->add_option("--kind", options->kind, "the workload kind (default: run)");
   command->add_option("--image", options->image, "the image (linux: host, or a rootfs path)");
-  command->add_option("--work-dir", options->work_dir, "the guest work dir (default /maf-sandbox/work)");
+  command->add_option("--work-dir", options->work_dir,
+                      "the guest work dir (default /maf-sandbox/work)");
   command->add_option("--scope", options->scope, "the key's scope (default airlock-run)");
   command->add_option("--thread", options->thread, "the key's thread (default: a fresh one)");
   command->add_option("--agent", options->agent, "the key's agent dir (default cli)");
@@ -240,8 +245,9 @@ const bool kRegistered = register_command("run", [](CLI::App& app, Context& cont
                       "is killed, or with --truncate cut");
   command->add_flag("--truncate", options->truncate, "keep the head past --max-output");
   command->add_option("--egress", options->egress, "closed (default) or allowlist");
-  // One value per flag: a vector option that may take several would swallow the `--` before
-  // the command, and the command's own flags would then be parsed as ours.
+  // One value per flag (--allow, --allow-port, --put, --get): a vector option that may take
+  // several would swallow the `--` before the command, and the command's own flags would then
+  // be parsed as ours.
   command
       ->add_option("--allow", options->allow, "a host allowed out (repeatable; implies allowlist)")
       ->allow_extra_args(false);
@@ -252,8 +258,10 @@ const bool kRegistered = register_command("run", [](CLI::App& app, Context& cont
   command->add_option("--memory", options->memory, "memory limit in bytes");
   command->add_option("--pids", options->pids, "process limit");
   command->add_option("--cpu", options->cpu, "CPU limit in thousandths of a CPU");
-  command->add_option("--put", options->puts, "LOCAL=GUEST: copy a file in first (repeatable)");
-  command->add_option("--get", options->gets, "GUEST: fetch a file afterwards (repeatable)");
+  command->add_option("--put", options->puts, "LOCAL=GUEST: copy a file in first (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--get", options->gets, "GUEST: fetch a file afterwards (repeatable)")
+      ->allow_extra_args(false);
   command->add_option("--out", options->out_dir, "where --get files land (default .)");
   command->add_flag("--keep", options->keep, "leave the sandbox running afterwards");
   command->add_flag("--shell", options->shell, "run the command words as one sh -c line");
