@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -17,6 +18,19 @@
 #include "airlock/json.hpp"
 
 namespace airlock::cli {
+
+// A fresh directory under /tmp (mode 0700, or `mode`) for one bench run, removed with everything
+// in it when the run ends.
+class ScratchDirectory {
+ public:
+  explicit ScratchDirectory(const std::string& prefix,
+                            std::filesystem::perms mode = std::filesystem::perms::owner_all);
+  ~ScratchDirectory();
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+
+  std::filesystem::path path;
+};
 
 struct Stats {
   std::string subject;
@@ -29,7 +43,7 @@ struct Stats {
 };
 
 struct Ratio {
-  std::string figure;       // "linux warm exec true / host fork+exec"
+  std::string figure;  // "linux warm exec true / host fork+exec"
   double value = 0;
   std::string target;       // "<= 1.3"
   std::optional<bool> met;  // nullopt when there is no target
@@ -56,9 +70,7 @@ class BenchRun {
 
   const std::vector<Stats>& stats() const noexcept { return stats_; }
   const std::vector<Ratio>& ratios() const noexcept { return ratios_; }
-  const std::vector<std::pair<std::string, std::string>>& skips() const noexcept {
-    return skips_;
-  }
+  const std::vector<std::pair<std::string, std::string>>& skips() const noexcept { return skips_; }
 
  private:
   bool quick_;

@@ -65,19 +65,6 @@ std::set<pid_t> init_processes() {
   return found;
 }
 
-struct ScratchDirectory {
-  std::filesystem::path path;
-  explicit ScratchDirectory(const std::string& prefix) {
-    std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~ScratchDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 void run_density_group(BenchRun& run) {
   if (::geteuid() != 0) {
     run.skipped("density", "needs root (the linux backend's user namespaces, cgroups and mounts)");

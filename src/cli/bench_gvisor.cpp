@@ -32,21 +32,6 @@ double elapsed_ms(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-struct ScratchDirectory {
-  std::filesystem::path path;
-  explicit ScratchDirectory(const std::string& prefix) {
-    std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-    // runsc's Gofer runs unprivileged and must pass through to the rootfs.
-    std::filesystem::permissions(path, std::filesystem::perms(0711));
-  }
-  ~ScratchDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 // Runs argv with output discarded; returns its exit code.
 int run_quietly(const std::vector<std::string>& argv) {
   std::vector<char*> arguments;
@@ -122,7 +107,8 @@ void run_gvisor_group(BenchRun& run) {
     run.skipped("gvisor", "busybox-static is not installed (the bench's image is built from it)");
     return;
   }
-  ScratchDirectory scratch("airlock-bench-gvisor");
+  // runsc's Gofer runs unprivileged and must pass through to the rootfs.
+  ScratchDirectory scratch("airlock-bench-gvisor", std::filesystem::perms(0711));
   const auto source = scratch.path / "busybox-source";
   make_busybox_root(source);
   GvisorBackendConfig config;

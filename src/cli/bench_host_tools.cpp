@@ -22,19 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-struct ScratchDirectory {
-  std::filesystem::path path;
-  explicit ScratchDirectory(const std::string& prefix) {
-    std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~ScratchDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 std::shared_ptr<HostToolRegistry> echo_registry(std::uint64_t calls) {
   HostToolRegistryOptions options;
   options.max_dispatches_per_run = calls + 1;

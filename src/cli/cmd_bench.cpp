@@ -1,5 +1,6 @@
 // airlock bench: every registered bench group, one run, printed as stats and ratios.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -37,7 +38,8 @@ struct BenchOptions {
 
 int run_bench(const BenchOptions& options, const Context& context) {
   if (options.list) {
-    for (const auto& [name, group] : groups()) std::cout << name << "\t" << group.description << "\n";
+    for (const auto& [name, group] : groups())
+      std::cout << name << "\t" << group.description << "\n";
     return 0;
   }
   BenchRun run(options.quick);
@@ -58,8 +60,13 @@ int run_bench(const BenchOptions& options, const Context& context) {
   if (context.json) {
     json::Json stats = json::Json::array();
     for (const auto& s : run.stats()) {
-      stats.push_back({{"subject", s.subject}, {"unit", s.unit}, {"n", s.samples.size()},
-                       {"p50", s.p50()}, {"p90", s.p90()}, {"p99", s.p99()}, {"min", s.min()}});
+      stats.push_back({{"subject", s.subject},
+                       {"unit", s.unit},
+                       {"n", s.samples.size()},
+                       {"p50", s.p50()},
+                       {"p90", s.p90()},
+                       {"p99", s.p99()},
+                       {"min", s.min()}});
     }
     json::Json ratios = json::Json::array();
     for (const auto& r : run.ratios()) {
@@ -107,9 +114,15 @@ const bool kRegistered = register_command("bench", [](CLI::App& app, Context& co
 
 }  // namespace
 
-double Stats::p50() const { return percentile(samples, 0.5); }
-double Stats::p90() const { return percentile(samples, 0.9); }
-double Stats::p99() const { return percentile(samples, 0.99); }
+double Stats::p50() const {
+  return percentile(samples, 0.5);
+}
+double Stats::p90() const {
+  return percentile(samples, 0.9);
+}
+double Stats::p99() const {
+  return percentile(samples, 0.99);
+}
 double Stats::min() const {
   return samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
 }
@@ -150,6 +163,19 @@ void BenchRun::ratio(const std::string& figure, const Stats& numerator, const St
 
 void BenchRun::skipped(const std::string& subject, const std::string& reason) {
   skips_.emplace_back(subject, reason);
+}
+
+ScratchDirectory::ScratchDirectory(const std::string& prefix, std::filesystem::perms mode) {
+  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("mkdtemp failed for " + pattern);
+  path = pattern;
+  if (mode != std::filesystem::perms::owner_all) std::filesystem::permissions(path, mode);
+}
+
+ScratchDirectory::~ScratchDirectory() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
 }
 
 bool register_bench_group(std::string name, std::string description, BenchGroup group) {
