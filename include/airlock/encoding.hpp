@@ -15,6 +15,9 @@ std::string base64_encode(std::string_view bytes);
 // nullopt when `text` is not canonical base64 (whitespace is not skipped).
 std::optional<std::string> base64_decode(std::string_view text);
 
+// `text` with A–Z mapped to a–z and every other byte kept (host names, header names, hex).
+std::string ascii_lower(std::string_view text);
+
 // Lowercase hex SHA-256 of `bytes`.
 std::string sha256_hex(std::string_view bytes);
 

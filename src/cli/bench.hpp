@@ -3,9 +3,11 @@
 //
 // An area adds its measurements in its own bench_<area>.cpp:
 //
-//   const bool kRegistered = airlock::cli::register_bench_group(
+//   const bool kLinuxBenchGroup = airlock::cli::register_bench_group(
 //       "linux", "cold and warm exec on the linux backend vs host fork+exec and bwrap",
 //       [](airlock::cli::BenchRun& run) { … run.time("linux warm exec true", 200, [&] { … }); });
+//
+// As with commands, the flag's name is unique across the CLI.
 #pragma once
 
 #include <chrono>
@@ -31,6 +33,15 @@ class ScratchDirectory {
 
   std::filesystem::path path;
 };
+
+using BenchClock = std::chrono::steady_clock;
+
+// Milliseconds since `start`, as a fraction.
+double elapsed_ms(BenchClock::time_point start);
+
+// Runs argv (argv[0] a path) with stdout and stderr discarded and returns its exit code: 127 when
+// it could not be started, 128 + the signal when one killed it.
+int run_quietly(const std::vector<std::string>& argv);
 
 struct Stats {
   std::string subject;

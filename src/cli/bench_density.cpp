@@ -163,7 +163,7 @@ void run_density_group(BenchRun& run) {
   backend->purge_all();
 }
 
-const bool kRegistered = register_bench_group(
+const bool kDensityBenchGroup = register_bench_group(
     "density", "idle warm linux sandboxes one machine holds, and the host memory each costs",
     run_density_group);
 

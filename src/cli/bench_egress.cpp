@@ -271,7 +271,7 @@ void run_egress_bench(BenchRun& run) {
   std::filesystem::remove_all(directory);
 }
 
-const bool kRegistered = register_bench_group(
+const bool kEgressBenchGroup = register_bench_group(
     "egress", "the egress proxy's added latency and throughput vs a direct loopback connection",
     run_egress_bench);
 

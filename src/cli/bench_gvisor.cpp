@@ -6,9 +6,6 @@
 //     of container (what our wrapper, pipes and status channel add)
 // SPEC §7 sets no gVisor targets; the ones printed here are ours (docs/backends/gvisor.md):
 // cold ≤ 1.5 × `runsc run`, warm ≤ 1.3 × raw `runsc exec`.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -21,36 +18,8 @@
 #include "airlock/json.hpp"
 #include "cli/bench.hpp"
 
-extern char** environ;
-
 namespace airlock::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double elapsed_ms(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-// Runs argv with output discarded; returns its exit code.
-int run_quietly(const std::vector<std::string>& argv) {
-  std::vector<char*> arguments;
-  for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
-  arguments.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t child = 0;
-  const int failed =
-      ::posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (failed != 0) return 127;
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 std::optional<std::filesystem::path> find_runsc() {
   for (const char* candidate : {"/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"}) {
@@ -163,10 +132,10 @@ void run_gvisor_group(BenchRun& run) {
   Stats ours{"gvisor warm exec true", "ms", {}};
   Stats theirs{"runsc exec <container> true", "ms", {}};
   for (int i = -2; i < run.iterations(40); ++i) {
-    auto start = Clock::now();
+    auto start = BenchClock::now();
     warm->exec(Command::argv({"true"}), options);
     const double ours_ms = elapsed_ms(start);
-    start = Clock::now();
+    start = BenchClock::now();
     run_quietly(raw_command({"exec", kept, "true"}));
     const double theirs_ms = elapsed_ms(start);
     if (i < 0) continue;
@@ -186,17 +155,17 @@ void run_gvisor_group(BenchRun& run) {
   Stats raw_do{"runsc do true", "ms", {}};
   for (int i = -1; i < run.iterations(10); ++i) {
     const SandboxKey key{"bench-cold-" + salt, "t" + std::to_string(i), "a"};
-    auto start = Clock::now();
+    auto start = BenchClock::now();
     auto sandbox = backend->acquire(key, spec);
     sandbox->exec(Command::argv({"true"}), options);
     const double cold_ms = elapsed_ms(start);
     sandbox.reset();
     backend->dispose(key);
-    start = Clock::now();
+    start = BenchClock::now();
     run_quietly(raw_command({"run", "--bundle=" + run_bundle.string(),
                              "airlock-bench-run-" + salt + "-" + std::to_string(i + 1)}));
     const double run_ms = elapsed_ms(start);
-    start = Clock::now();
+    start = BenchClock::now();
     run_quietly(raw_command({"do", "true"}));
     const double do_ms = elapsed_ms(start);
     if (i < 0) continue;
@@ -212,7 +181,7 @@ void run_gvisor_group(BenchRun& run) {
   backend->purge_all();
 }
 
-const bool kRegistered = register_bench_group(
+const bool kGvisorBenchGroup = register_bench_group(
     "gvisor", "cold acquire and warm exec on the gvisor backend vs raw runsc run/exec/do",
     run_gvisor_group);
 

@@ -122,7 +122,7 @@ void run_host_tools_group(BenchRun& run) {
   backend->purge_all();
 }
 
-const bool kRegistered = register_bench_group(
+const bool kHostToolsBenchGroup = register_bench_group(
     "host-tools",
     "host-tool call round trip on a linux sandbox: the socket channel vs the files channel",
     run_host_tools_group);

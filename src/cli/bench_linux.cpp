@@ -21,12 +21,6 @@
 namespace airlock::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double elapsed_ms(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 ExecOptions quick_options() {
   ExecOptions options;
   options.working_directory = kDefaultWorkDir;
@@ -59,10 +53,10 @@ void run_linux_group(BenchRun& run) {
   Stats host_samples;
   host_samples.subject = "host fork+exec /bin/true";
   for (int i = -5; i < run.iterations(300); ++i) {
-    auto start = Clock::now();
+    auto start = BenchClock::now();
     warm->exec(Command::argv({"true"}), options);
     const double warm_ms = elapsed_ms(start);
-    start = Clock::now();
+    start = BenchClock::now();
     host_baseline::fork_exec_true();
     const double host_ms = elapsed_ms(start);
     if (i < 0) continue;
@@ -81,10 +75,10 @@ void run_linux_group(BenchRun& run) {
   files_out.subject = "linux read_file 8 MiB";
   files_out.unit = "MB/s";
   for (int i = 0; i < run.iterations(30) + 2; ++i) {
-    auto start = Clock::now();
+    auto start = BenchClock::now();
     warm->write_file("bench.bin", payload, kDefaultWorkDir);
     const double write_ms = elapsed_ms(start);
-    start = Clock::now();
+    start = BenchClock::now();
     const std::string back = warm->read_file("bench.bin", kDefaultWorkDir, payload.size());
     const double read_ms = elapsed_ms(start);
     if (back.size() != payload.size()) throw std::runtime_error("read_file returned short");
@@ -115,27 +109,27 @@ void run_linux_group(BenchRun& run) {
   const int rounds = run.iterations(40);
   for (int i = -2; i < rounds; ++i) {
     const SandboxKey key{"bench-cold-" + salt, "t" + std::to_string(i), "a"};
-    auto start = Clock::now();
+    auto start = BenchClock::now();
     auto sandbox = backend->acquire(key, spec);
     sandbox->exec(Command::argv({"true"}), options);
     const double cold_ms = elapsed_ms(start);
     sandbox.reset();
     backend->dispose(key);
 
-    start = Clock::now();
+    start = BenchClock::now();
     auto unprepared = direct_backend->acquire(key, spec);
     unprepared->exec(Command::argv({"true"}), options);
     const double direct_ms = elapsed_ms(start);
     unprepared.reset();
     direct_backend->dispose(key);
 
-    start = Clock::now();
+    start = BenchClock::now();
     host_baseline::clone_pivot_true(floor_root.path / "root");
     const double floor_ms = elapsed_ms(start);
 
     double bwrap_ms = 0;
     if (bwrap) {
-      start = Clock::now();
+      start = BenchClock::now();
       host_baseline::bwrap_true(*bwrap);
       bwrap_ms = elapsed_ms(start);
     }
@@ -169,7 +163,7 @@ void run_linux_group(BenchRun& run) {
   direct_backend->purge_all();
 }
 
-const bool kRegistered = register_bench_group(
+const bool kLinuxBenchGroup = register_bench_group(
     "linux",
     "linux backend: cold and warm exec vs the clone+pivot_root floor, host fork+exec and bwrap; "
     "8 MiB file throughput",

@@ -73,7 +73,7 @@ void run_router_group(BenchRun& run) {
   backend->purge_all();
 }
 
-const bool kRegistered = register_bench_group(
+const bool kRouterBenchGroup = register_bench_group(
     "router", "what the router's checks add to a warm acquire, vs the backend asked directly",
     run_router_group);
 

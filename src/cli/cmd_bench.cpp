@@ -1,8 +1,12 @@
 // airlock bench: every registered bench group, one run, printed as stats and ratios.
+#include <fcntl.h>
+#include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -10,6 +14,8 @@
 #include "cli/bench.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+
+extern char** environ;
 
 namespace airlock::cli {
 namespace {
@@ -99,7 +105,7 @@ int run_bench(const BenchOptions& options, const Context& context) {
   return failures.empty() ? 0 : 1;
 }
 
-const bool kRegistered = register_command("bench", [](CLI::App& app, Context& context) {
+const bool kBenchCommand = register_command("bench", [](CLI::App& app, Context& context) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* bench = app.add_subcommand(
       "bench", "measure airlock side by side with the peers installed here; prints ratios");
@@ -176,6 +182,29 @@ ScratchDirectory::ScratchDirectory(const std::string& prefix, std::filesystem::p
 ScratchDirectory::~ScratchDirectory() {
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);
+}
+
+double elapsed_ms(BenchClock::time_point start) {
+  return std::chrono::duration<double, std::milli>(BenchClock::now() - start).count();
+}
+
+int run_quietly(const std::vector<std::string>& argv) {
+  std::vector<char*> arguments;
+  for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
+  arguments.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t child = 0;
+  const int failed =
+      ::posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed != 0) return 127;
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 bool register_bench_group(std::string name, std::string description, BenchGroup group) {

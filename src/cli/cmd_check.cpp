@@ -26,8 +26,8 @@ int run_check(const CheckOptions& options, const Context& context) {
     if (context.json) {
       print_json({{"accepted", false}, {"refusal", json::error_to_json(refusal)}});
     } else {
-      std::cout << "refused by check '" << refusal.check() << "' (" << refusal.type()
-                << "):\n  " << refusal.message() << "\n";
+      std::cout << "refused by check '" << refusal.check() << "' (" << refusal.type() << "):\n  "
+                << refusal.message() << "\n";
     }
     return kExitAirlockError;
   }
@@ -48,7 +48,7 @@ int run_check(const CheckOptions& options, const Context& context) {
   return 0;
 }
 
-const bool kRegistered = register_command("check", [](CLI::App& app, Context& context) {
+const bool kCheckCommand = register_command("check", [](CLI::App& app, Context& context) {
   auto options = std::make_shared<CheckOptions>();
   CLI::App* check = app.add_subcommand(
       "check", "ensure a backend can serve a spec; prints the decision or the refusal");

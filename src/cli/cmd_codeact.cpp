@@ -233,7 +233,7 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
   return exit_code_for(text);
 }
 
-const bool kRegistered = register_command("codeact", [](CLI::App& app, Context& context) {
+const bool kCodeactCommand = register_command("codeact", [](CLI::App& app, Context& context) {
   auto options = std::make_shared<CodeactOptions>();
   CLI::App* command = app.add_subcommand(
       "codeact",

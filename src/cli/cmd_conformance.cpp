@@ -196,7 +196,7 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
     for (const auto& result : suite.results) {
       const std::string outcome(conformance::to_string(result.outcome));
       // A skip says why; a passed race says how hard it attacked.
-      const std::string& aside = result.outcome == ProbeOutcome::skipped ? result.detail
+      const std::string& aside = result.outcome == ProbeOutcome::skipped  ? result.detail
                                  : result.outcome == ProbeOutcome::passed ? result.note
                                                                           : std::string();
       std::printf("%-13s %-62s %-8s %8.1f%s%s\n", suite.suite.c_str(), result.probe.c_str(),
@@ -260,10 +260,11 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
     for (const auto& [field, value] : kTestingDeclarations.items()) {
       if (!entry.contains(field)) entry[field] = value;
     }
-    notes.push_back("the testing backend declares what its in-process emulator serves: "
-                    "capabilities " + entry["capabilities"].dump() + ", egress " +
-                    entry["egress_modes"].dump() + "; command lines it cannot emulate: " +
-                    entry["unemulated_commands"].dump());
+    notes.push_back(
+        "the testing backend declares what its in-process emulator serves: "
+        "capabilities " +
+        entry["capabilities"].dump() + ", egress " + entry["egress_modes"].dump() +
+        "; command lines it cannot emulate: " + entry["unemulated_commands"].dump());
   }
   // Learn the serving backend's rung with no floor, then route with the floor at that rung
   // (or at the operator's --min-isolation, which is honoured as given).
@@ -383,7 +384,8 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   return report(reports, header, as_json);
 }
 
-const bool kRegistered = register_command("conformance", [](CLI::App& app, Context& context) {
+const bool kConformanceCommand = register_command("conformance", [](CLI::App& app,
+                                                                    Context& context) {
   auto options = std::make_shared<ConformanceOptions>();
   CLI::App* command = app.add_subcommand(
       "conformance",

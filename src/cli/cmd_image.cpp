@@ -168,7 +168,7 @@ int run_rm(const ReferenceOptions& options, const Context& context) {
   return 0;
 }
 
-const bool kRegistered = register_command("image", [](CLI::App& app, Context& context) {
+const bool kImageCommand = register_command("image", [](CLI::App& app, Context& context) {
   CLI::App* image = app.add_subcommand("image", "the local image store: import, ls, inspect, rm");
   image->require_subcommand(1);
   auto configure = [&context] { spdlog::set_level(spdlog::level::from_str(context.log_level)); };

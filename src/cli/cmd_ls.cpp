@@ -32,8 +32,8 @@ int run_ls(const RouterFlags& flags, const Context& context) {
     print_json(all);
     return 0;
   }
-  std::printf("%-8s %-36s %-16s %-9s %-20s %s\n", "BACKEND", "INSTANCE", "KIND", "STATE",
-              "CREATED", "SCOPE / THREAD (as stored)");
+  std::printf("%-8s %-36s %-16s %-9s %-20s %s\n", "BACKEND", "INSTANCE", "KIND", "STATE", "CREATED",
+              "SCOPE / THREAD (as stored)");
   for (const auto& record : records) {
     auto label = [&](const char* name) {
       auto found = record.labels.find(name);
@@ -47,7 +47,7 @@ int run_ls(const RouterFlags& flags, const Context& context) {
   return 0;
 }
 
-const bool kRegistered = register_command("ls", [](CLI::App& app, Context& context) {
+const bool kLsCommand = register_command("ls", [](CLI::App& app, Context& context) {
   auto flags = std::make_shared<RouterFlags>();
   CLI::App* ls = app.add_subcommand("ls", "list sandboxes from the backends' durable state");
   ls->add_option("--backend", flags->backends, "backend type (repeatable; default linux)");

@@ -45,7 +45,7 @@ int run_purge(const PurgeOptions& options, const Context& context) {
   return 0;
 }
 
-const bool kRegistered = register_command("purge", [](CLI::App& app, Context& context) {
+const bool kPurgeCommand = register_command("purge", [](CLI::App& app, Context& context) {
   auto options = std::make_shared<PurgeOptions>();
   CLI::App* purge = app.add_subcommand(
       "purge", "remove sandboxes found in durable state: --scope S [--thread T], or --all");

@@ -226,7 +226,7 @@ int run(const RunOptions& options, const Context& context) {
   return result.exit_code;
 }
 
-const bool kRegistered = register_command("run", [](CLI::App& app, Context& context) {
+const bool kRunCommand = register_command("run", [](CLI::App& app, Context& context) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* command = app.add_subcommand(
       "run", "run one command in a fresh sandbox: put files, exec, fetch outputs, dispose");

@@ -7,7 +7,7 @@
 namespace airlock::cli {
 namespace {
 
-const bool kRegistered = register_command("serve", [](CLI::App& app, Context& context) {
+const bool kServeCommand = register_command("serve", [](CLI::App& app, Context& context) {
   auto flags = std::make_shared<daemon::ServeFlags>();
   CLI::App* serve = app.add_subcommand(
       "serve", "serve the HTTP API (airlockd) on a unix socket, and TCP with a bearer token");

@@ -1,7 +1,9 @@
 // The CLI's subcommand registry. A subcommand defines itself in cmd_<name>.cpp:
 //
-//   const bool kRegistered = airlock::cli::register_command(
+//   const bool kCheckCommand = airlock::cli::register_command(
 //       "check", [](CLI::App& app, airlock::cli::Context& context) { … });
+//
+// The flag's name is unique across the CLI: the build may compile several cmd_*.cpp as one unit.
 //
 // Exit codes follow container-tool convention: the guest's own code; 124 when a command timed
 // out; 125 when airlock could not run it (a refusal, a bad spec, a backend error), with the
@@ -19,7 +21,7 @@ inline constexpr int kExitAirlockError = 125;
 
 struct Context {
   int exit_code = 0;
-  bool json = false;         // --json: machine-readable output on stdout
+  bool json = false;  // --json: machine-readable output on stdout
   std::string log_level = "warn";
 };
 

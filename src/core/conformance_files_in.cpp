@@ -39,21 +39,6 @@ void plant_linked_outside(ProbeContext& c) {
   c.subject().plant_symlink(c.paths().linked_directory(), c.paths().outside);
 }
 
-template <typename Call>
-void refused_cleanly(ProbeContext& c, const std::string& what, Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument&) {
-    return;
-  } catch (const SystemError&) {
-    return;
-  } catch (const std::exception& error) {
-    c.fail(what + ": raised " + describe(error) +
-           "; expected InvalidArgument or SystemError (ENAMETOOLONG)");
-  }
-  c.fail(what + ": was not refused");
-}
-
 void raced_write(ProbeContext& c) {
   const std::string entry = c.work() + "/write-race";
   const std::string decoy = c.paths().outside + "/write-race";
@@ -63,8 +48,8 @@ void raced_write(ProbeContext& c) {
   // and on a backend whose writes are fast an `rm -rf` of it never finds it empty. A rename is
   // one atomic step whatever the directory holds (each flip gets its own name: `$$`).
   auto to_link = [&] {
-    const ExecResult result = c.run({"sh", "-c", "mv \"$1\" \"$1.aside.$$\" && ln -s \"$2\" \"$1\"",
-                                     "flip", entry, decoy});
+    const ExecResult result = c.run(
+        {"sh", "-c", "mv \"$1\" \"$1.aside.$$\" && ln -s \"$2\" \"$1\"", "flip", entry, decoy});
     return result.exit_code == 0;
   };
   auto to_directory = [&] {

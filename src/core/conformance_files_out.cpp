@@ -167,22 +167,6 @@ void nul_byte_is_refused(ProbeContext& context) {
   }
 }
 
-// Refused as bad input or by the guest's kernel — never a crash, a hang, or a success.
-template <typename Call>
-void refused_cleanly(ProbeContext& context, const std::string& what, Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument&) {
-    return;
-  } catch (const SystemError&) {
-    return;
-  } catch (const std::exception& error) {
-    context.fail(what + ": raised " + describe(error) +
-                 "; expected InvalidArgument or SystemError (ENAMETOOLONG)");
-  }
-  context.fail(what + ": was not refused");
-}
-
 void overlong_is_refused(ProbeContext& context) {
   const std::string path = overlong_path(context.paths());
   refused_cleanly(context, "stat of a path of 4096 bytes",

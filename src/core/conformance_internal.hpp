@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "airlock/conformance.hpp"
+#include "airlock/errors.hpp"
 
 namespace airlock::conformance::detail {
 
@@ -132,5 +133,24 @@ RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
 // A path relative to the working directory whose absolute form is at least 4096 bytes, made of
 // names of at most 200 bytes: the kernel's PATH_MAX, not NAME_MAX, is what refuses it.
 std::string overlong_path(const ConformancePaths& paths);
+
+// `call` must be refused as bad input (InvalidArgument) or by the guest's kernel (SystemError,
+// ENAMETOOLONG say): never a crash, a hang, or a success.
+template <typename Call>
+void refused_cleanly(ProbeContext& context, const std::string& what, Call&& call) {
+  try {
+    call();
+  } catch (const InvalidArgument&) {
+    return;
+  } catch (const SystemError&) {
+    return;
+  } catch (const ProbeFailed&) {
+    throw;
+  } catch (const std::exception& error) {
+    context.fail(what + ": raised " + describe(error) +
+                 "; expected InvalidArgument or SystemError (ENAMETOOLONG)");
+  }
+  context.fail(what + ": was not refused");
+}
 
 }  // namespace airlock::conformance::detail

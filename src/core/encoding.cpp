@@ -11,10 +11,9 @@ namespace airlock {
 std::string base64_encode(std::string_view bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
   if (bytes.empty()) return out;
-  const int written =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()),
-                      static_cast<int>(bytes.size()));
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                      reinterpret_cast<const unsigned char*>(bytes.data()),
+                                      static_cast<int>(bytes.size()));
   out.resize(static_cast<std::size_t>(written));
   return out;
 }
@@ -47,6 +46,14 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : static_cast<char>(c);
+  });
+  return out;
+}
+
 std::string sha256_hex(std::string_view bytes) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), digest);
@@ -65,8 +72,8 @@ namespace {
 bool label_safe(std::string_view value) {
   if (value.empty() || value.size() > 63) return false;
   return std::all_of(value.begin(), value.end(), [](char c) {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -85,8 +92,7 @@ std::string map_label_value(std::string_view value) {
   return "sha256-" + sha256_hex(value).substr(0, 48);
 }
 
-std::map<std::string, std::string> sandbox_labels(const SandboxKey& key,
-                                                  const SandboxSpec& spec) {
+std::map<std::string, std::string> sandbox_labels(const SandboxKey& key, const SandboxSpec& spec) {
   std::map<std::string, std::string> labels{
       {"airlock.scope", map_label_value(key.scope)},
       {"airlock.thread", map_label_value(key.thread_id)},
@@ -103,9 +109,8 @@ std::map<std::string, std::string> sandbox_labels(const SandboxKey& key,
 std::string sandbox_identity(const SandboxKey& key, std::string_view kind,
                              std::string_view egress_posture, std::size_t hex_digits) {
   std::string encoded;
-  for (std::string_view part :
-       {std::string_view(key.scope), std::string_view(key.thread_id),
-        std::string_view(key.agent_dir), kind, egress_posture}) {
+  for (std::string_view part : {std::string_view(key.scope), std::string_view(key.thread_id),
+                                std::string_view(key.agent_dir), kind, egress_posture}) {
     encoded += std::to_string(part.size());
     encoded += ':';
     encoded += part;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 
 namespace airlock {
@@ -21,9 +22,10 @@ bool blank_or_separated(std::string_view host) {
 
 SandboxSpec::SandboxSpec(Fields fields) : fields_(std::move(fields)) {
   if (fields_.kind.empty()) {
-    throw InvalidArgument("spec.kind: a sandbox spec needs a kind (it is part of the sandbox's "
-                          "identity)",
-                          "spec.kind");
+    throw InvalidArgument(
+        "spec.kind: a sandbox spec needs a kind (it is part of the sandbox's "
+        "identity)",
+        "spec.kind");
   }
   if (!fields_.egress_allow.empty() && fields_.egress != Egress::allowlist) {
     std::string hosts;
@@ -57,10 +59,7 @@ std::string SandboxSpec::egress_posture() const {
   std::string posture(to_string(fields_.egress));
   if (fields_.egress == Egress::allowlist) {
     std::vector<std::string> hosts = fields_.egress_allow;
-    for (auto& host : hosts) {
-      std::transform(host.begin(), host.end(), host.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    }
+    for (auto& host : hosts) host = ascii_lower(host);
     std::sort(hosts.begin(), hosts.end());
     hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
     posture += ":";
@@ -82,9 +81,8 @@ std::string decode_utf8_lossy(std::string_view bytes) {
       continue;
     }
     utf8proc_int32_t codepoint = 0;
-    auto length = utf8proc_iterate(data + offset,
-                                   static_cast<utf8proc_ssize_t>(bytes.size() - offset),
-                                   &codepoint);
+    auto length = utf8proc_iterate(
+        data + offset, static_cast<utf8proc_ssize_t>(bytes.size() - offset), &codepoint);
     if (length <= 0) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       ++offset;
@@ -96,7 +94,11 @@ std::string decode_utf8_lossy(std::string_view bytes) {
   return out;
 }
 
-std::string ExecResult::stdout_text() const { return decode_utf8_lossy(stdout_bytes); }
-std::string ExecResult::stderr_text() const { return decode_utf8_lossy(stderr_bytes); }
+std::string ExecResult::stdout_text() const {
+  return decode_utf8_lossy(stdout_bytes);
+}
+std::string ExecResult::stderr_text() const {
+  return decode_utf8_lossy(stderr_bytes);
+}
 
 }  // namespace airlock

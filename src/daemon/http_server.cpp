@@ -18,8 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Phase : std::uint8_t { awaiting_request, reading_body, handling };
-
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char difference = 0;
@@ -47,6 +45,8 @@ struct HttpServer::Listener {
 };
 
 struct HttpServer::Connection {
+  enum class Phase : std::uint8_t { awaiting_request, reading_body, handling };
+
   int fd = -1;
   Phase phase = Phase::awaiting_request;
   Clock::time_point since = Clock::now();
@@ -351,7 +351,7 @@ struct Callbacks {
     }
     if (state->connection) {
       std::lock_guard lock(server.mutex_);
-      state->connection->phase = Phase::handling;
+      state->connection->phase = HttpServer::Connection::Phase::handling;
     }
     HttpResponse response = run_handler(server, *state);
     count_error(server, response);
@@ -447,7 +447,7 @@ void HttpServer::request_started(RequestState* state) {
   std::lock_guard lock(mutex_);
   requests_.emplace(state, false);
   if (state->connection) {
-    state->connection->phase = Phase::reading_body;
+    state->connection->phase = HttpServer::Connection::Phase::reading_body;
     state->connection->since = Clock::now();
   }
   metrics_.request_started();
@@ -457,7 +457,7 @@ void HttpServer::request_finished(RequestState* state) {
   std::lock_guard lock(mutex_);
   requests_.erase(state);
   if (state->connection && connections_.contains(state->connection)) {
-    state->connection->phase = Phase::awaiting_request;
+    state->connection->phase = HttpServer::Connection::Phase::awaiting_request;
     state->connection->since = Clock::now();
   }
   metrics_.request_finished();
@@ -478,16 +478,18 @@ void HttpServer::reap(std::stop_token stop) {
     for (auto& [connection, reaped] : connections_) {
       if (reaped || connection->fd < 0) continue;
       const auto waited = now - connection->since;
-      const bool stalled =
-          (connection->phase == Phase::awaiting_request && waited > limits_.header_deadline) ||
-          (connection->phase == Phase::reading_body && waited > limits_.body_deadline);
+      const bool stalled = (connection->phase == HttpServer::Connection::Phase::awaiting_request &&
+                            waited > limits_.header_deadline) ||
+                           (connection->phase == HttpServer::Connection::Phase::reading_body &&
+                            waited > limits_.body_deadline);
       if (!stalled) continue;
       // The connection's own thread sees the end of the stream and closes it; the descriptor
       // is still ours to name because the closed notification (which forgets it) takes this
       // lock first.
       spdlog::debug("http: closing a connection stalled while {}",
-                    connection->phase == Phase::awaiting_request ? "sending its request"
-                                                                 : "sending its body");
+                    connection->phase == HttpServer::Connection::Phase::awaiting_request
+                        ? "sending its request"
+                        : "sending its body");
       shutdown(connection->fd, SHUT_RDWR);
       reaped = true;
     }

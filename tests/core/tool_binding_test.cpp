@@ -18,8 +18,8 @@ using testing::InProcessSandboxBackend;
 InProcessBackendOptions container_options() {
   InProcessBackendOptions options;
   options.isolation = Isolation::container;
-  options.capabilities = CapabilitySet{Capability::exec, Capability::files_in,
-                                       Capability::files_out};
+  options.capabilities =
+      CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out};
   options.egress_modes = EgressSet{Egress::closed, Egress::allowlist};
   options.sandbox_per_key = true;
   return options;
@@ -51,7 +51,7 @@ struct Fixture {
   std::vector<ReclaimFailure> failures;
 };
 
-SandboxSpec spec(SandboxSpec::Fields fields = {}) {
+SandboxSpec shell_spec(SandboxSpec::Fields fields = {}) {
   if (fields.kind.empty()) fields.kind = "shell";
   return SandboxSpec(std::move(fields));
 }
@@ -69,35 +69,36 @@ TEST(ToolBinding, ADisabledRouterAttachesNothing) {
   SandboxRouter empty({});
   ToolBindingOptions options;
   options.router = &empty;
-  EXPECT_FALSE(sandboxed_tool(options, spec(), acquire_body).has_value());
+  EXPECT_FALSE(sandboxed_tool(options, shell_spec(), acquire_body).has_value());
   options.router = nullptr;
-  EXPECT_FALSE(sandboxed_tool(options, spec(), acquire_body).has_value());
+  EXPECT_FALSE(sandboxed_tool(options, shell_spec(), acquire_body).has_value());
 }
 
 TEST(ToolBinding, TheAttachGateRefusesInOrder) {
   Fixture f;
-  const auto lands = spec({.required_capabilities = {Capability::exec, Capability::files_out},
-                           .declared_outputs = {{.path = "a.png"}}});
+  const auto lands = shell_spec({.required_capabilities = {Capability::exec, Capability::files_out},
+                                 .declared_outputs = {{.path = "a.png"}}});
   EXPECT_THROW(sandboxed_tool(f.binding(), lands, acquire_body), OutputSinkRequired);
   auto with_sink = f.binding();
   with_sink.has_output_sink = true;
   EXPECT_NO_THROW(sandboxed_tool(with_sink, lands, acquire_body));
-  const auto no_files_out = spec({.declared_outputs = {{.path = "a.png",
-                                                        .disposition = OutputDisposition::consume}}});
+  const auto no_files_out = shell_spec(
+      {.declared_outputs = {{.path = "a.png", .disposition = OutputDisposition::consume}}});
   EXPECT_THROW(sandboxed_tool(f.binding(), no_files_out, acquire_body), InvalidArgument);
   auto bad_timeout = f.binding();
   bad_timeout.reclaim_timeout = Milliseconds(0);
-  EXPECT_THROW(sandboxed_tool(bad_timeout, spec(), acquire_body), InvalidArgument);
-  EXPECT_THROW(sandboxed_tool(f.binding(), spec({.egress = Egress::unrestricted}), acquire_body),
-               EgressNotEnforced);
-  EXPECT_THROW(sandboxed_tool(f.binding(), spec({.work_dir = "/"}), acquire_body),
+  EXPECT_THROW(sandboxed_tool(bad_timeout, shell_spec(), acquire_body), InvalidArgument);
+  EXPECT_THROW(
+      sandboxed_tool(f.binding(), shell_spec({.egress = Egress::unrestricted}), acquire_body),
+      EgressNotEnforced);
+  EXPECT_THROW(sandboxed_tool(f.binding(), shell_spec({.work_dir = "/"}), acquire_body),
                InvalidArgument);
 }
 
 TEST(ToolBinding, NoThreadMeansNoKeyAndNothingIsAcquired) {
   Fixture f;
   f.thread = std::nullopt;
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   EXPECT_EQ(tool->invoke(Json::object()),
             "Error: no active thread context — run_it must be called from within a thread");
   EXPECT_TRUE(f.backend->keys().empty());
@@ -105,7 +106,7 @@ TEST(ToolBinding, NoThreadMeansNoKeyAndNothingIsAcquired) {
 
 TEST(ToolBinding, TheKeyIsReadFromTheHostOnEveryCall) {
   Fixture f;
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   tool->invoke(Json::object());
   f.thread = "thread-2";
   f.scope = "tenant-2";
@@ -121,7 +122,7 @@ TEST(ToolBinding, ProviderDetailNeverReachesTheModel) {
   options.acquire_error = std::make_exception_ptr(
       BackendError("the engine failed", "POST https://10.1.2.3:2376/containers/create → 500"));
   Fixture f(options);
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   const std::string text = tool->invoke(Json::object());
   EXPECT_EQ(text, binding_sentences::kUnavailable);
   EXPECT_EQ(text.find("10.1.2.3"), std::string::npos);
@@ -129,23 +130,23 @@ TEST(ToolBinding, ProviderDetailNeverReachesTheModel) {
 
 TEST(ToolBinding, AConfigurationErrorAirlockAuthoredIsShownAsIs) {
   auto options = container_options();
-  options.acquire_error = std::make_exception_ptr(
-      InvalidArgument("No sandbox image is configured: the spec names neither image nor image_id."));
+  options.acquire_error = std::make_exception_ptr(InvalidArgument(
+      "No sandbox image is configured: the spec names neither image nor image_id."));
   Fixture f(options);
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   EXPECT_EQ(tool->invoke(Json::object()),
             "Error: No sandbox image is configured: the spec names neither image nor image_id.");
 }
 
 TEST(ToolBinding, TheCallPathIsReclaimedAfterAResult) {
   Fixture f;
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   const std::string text = tool->invoke(Json::object());
   ASSERT_EQ(text.rfind("ran in /maf-sandbox/work/", 0), 0u) << text;
   const std::string path = text.substr(std::string("ran in ").size());
   EXPECT_EQ(path.size(), std::string("/maf-sandbox/work/").size() + 12);
   auto sandbox = std::dynamic_pointer_cast<InProcessSandbox>(
-      f.backend->acquire({"tenant-1", "thread-1", "coder"}, spec()));
+      f.backend->acquire({"tenant-1", "thread-1", "coder"}, shell_spec()));
   bool reclaimed = false;
   for (const auto& command : sandbox->commands()) {
     if (command.command == "'rm' '-rf' '--' '" + path + "'") reclaimed = true;
@@ -157,16 +158,17 @@ TEST(ToolBinding, TheCallPathIsReclaimedAfterAResult) {
 TEST(ToolBinding, TheCallPathIsReclaimedAfterTheBodyThrows) {
   Fixture f;
   std::string path;
-  auto tool = sandboxed_tool(f.binding(), spec(), [&](SandboxToolCall& call, const Json&) -> std::string {
-    auto key = std::get<SandboxKey>(call.key());
-    call.acquire(key);
-    path = call.guest_call_path();
-    throw std::runtime_error("the kind broke");
-  });
+  auto tool = sandboxed_tool(f.binding(), shell_spec(),
+                             [&](SandboxToolCall& call, const Json&) -> std::string {
+                               auto key = std::get<SandboxKey>(call.key());
+                               call.acquire(key);
+                               path = call.guest_call_path();
+                               throw std::runtime_error("the kind broke");
+                             });
   EXPECT_EQ(tool->invoke(Json::object()),
             "Error: the tool failed — the reason is in the host's log");
   auto sandbox = std::dynamic_pointer_cast<InProcessSandbox>(
-      f.backend->acquire({"tenant-1", "thread-1", "coder"}, spec()));
+      f.backend->acquire({"tenant-1", "thread-1", "coder"}, shell_spec()));
   ASSERT_FALSE(sandbox->commands().empty());
   EXPECT_EQ(sandbox->commands().back().command, "'rm' '-rf' '--' '" + path + "'");
 }
@@ -176,7 +178,7 @@ TEST(ToolBinding, AReclaimThatFailsIsHandedToTheHost) {
   options.sandbox.raises = std::make_exception_ptr(Timeout("the guest hung"));
   options.sandbox.emulate_commands = false;
   Fixture f(options);
-  auto tool = sandboxed_tool(f.binding(), spec(), acquire_body);
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), acquire_body);
   tool->invoke(Json::object());
   ASSERT_EQ(f.failures.size(), 1u);
   EXPECT_EQ(f.failures[0].tool, "run_it");
@@ -187,16 +189,19 @@ TEST(ToolBinding, AReclaimThatFailsIsHandedToTheHost) {
 TEST(ToolBinding, ACondemnedInstanceIsGoneAfterTheCall) {
   Fixture f;
   std::string instance;
-  auto tool = sandboxed_tool(f.binding(), spec(), [&](SandboxToolCall& call, const Json&) {
-    auto sandbox = std::get<std::shared_ptr<Sandbox>>(call.acquire(std::get<SandboxKey>(call.key())));
+  auto tool = sandboxed_tool(f.binding(), shell_spec(), [&](SandboxToolCall& call, const Json&) {
+    auto sandbox =
+        std::get<std::shared_ptr<Sandbox>>(call.acquire(std::get<SandboxKey>(call.key())));
     instance = sandbox->instance_id();
     call.condemn();
     return std::string("timed out");
   });
   tool->invoke(Json::object());
   // Wait for the background delete by entering exclusively.
-  { auto drained = f.router.enter_call({"tenant-1", "thread-1", "coder"}, spec(),
-                                       {.exclusive = true}); }
+  {
+    auto drained =
+        f.router.enter_call({"tenant-1", "thread-1", "coder"}, shell_spec(), {.exclusive = true});
+  }
   const auto deleted = f.backend->disposed_instances();
   EXPECT_NE(std::find(deleted.begin(), deleted.end(), instance), deleted.end());
 }
@@ -205,11 +210,12 @@ TEST(ToolBinding, TheConfidentialityCapIsDeclaredOnlyWhenTheToolCanCarryDataOut)
   Fixture f;
   auto options = f.binding();
   options.outbound_max_confidentiality = "internal";
-  auto closed = sandboxed_tool(options, spec(), acquire_body);
+  auto closed = sandboxed_tool(options, shell_spec(), acquire_body);
   EXPECT_FALSE(closed->declarations().contains("max_allowed_confidentiality"));
   EXPECT_EQ(closed->declarations()["source_integrity"], "trusted");
   auto allowlist = sandboxed_tool(
-      options, spec({.egress_allow = {"pypi.org"}, .egress = Egress::allowlist}), acquire_body);
+      options, shell_spec({.egress_allow = {"pypi.org"}, .egress = Egress::allowlist}),
+      acquire_body);
   EXPECT_EQ(allowlist->declarations()["max_allowed_confidentiality"], "internal");
 }
 

@@ -12,17 +12,6 @@
 namespace airlock::daemon::test {
 namespace {
 
-// Polls `condition` until it holds or `within` passes (a liveness bound, not a speed target).
-template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds within = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return condition();
-}
-
 TEST(DaemonLifecycle, TimedOutExecIs504AndCondemnsTheInstance) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));

@@ -16,16 +16,6 @@
 namespace airlock::daemon::test {
 namespace {
 
-template <typename Condition>
-bool eventually(Condition condition, std::chrono::milliseconds within = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return condition();
-}
-
 bool linux_backend_built() {
   const auto types = backend_types();
   return std::any_of(types.begin(), types.end(),

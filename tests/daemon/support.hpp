@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "airlock/json.hpp"
@@ -22,6 +23,18 @@
 #include "daemon/daemon.hpp"
 
 namespace airlock::daemon::test {
+
+// Polls `condition` until it holds or `within` passes (a liveness bound, not a speed target).
+template <typename Condition>
+bool eventually(Condition condition,
+                std::chrono::milliseconds within = std::chrono::milliseconds(20000)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
 
 using namespace std::chrono_literals;
 

@@ -33,6 +33,7 @@ class LoopbackServer {
   LoopbackServer& operator=(const LoopbackServer&) = delete;
 
   std::uint16_t port() const noexcept { return port_; }
+  std::string port_text() const { return std::to_string(port_); }
   // Connections accepted so far: a refused tunnel must leave this unchanged.
   int accepted() const noexcept { return accepted_.load(); }
 

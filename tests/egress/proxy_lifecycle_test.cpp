@@ -10,10 +10,6 @@
 namespace airlock::egress::testing {
 namespace {
 
-std::string port_of(const LoopbackServer& server) {
-  return std::to_string(server.port());
-}
-
 bool file_exists(const std::filesystem::path& path) {
   struct stat info {};
   return ::lstat(path.c_str(), &info) == 0;
@@ -27,8 +23,8 @@ TEST_F(EgressProxyTest, ClosingAListenerEndsItsTunnelsAndRemovesItsSocket) {
   const auto doomed = connect_unix(socket_path("closing.sock"));
   const auto survivor = connect_unix(socket_path("staying.sock"));
   std::string rest;
-  ASSERT_EQ(status_of(request(doomed.get(), "allowed.test:" + port_of(echo), rest)), 200);
-  ASSERT_EQ(status_of(request(survivor.get(), "allowed.test:" + port_of(echo), rest)), 200);
+  ASSERT_EQ(status_of(request(doomed.get(), "allowed.test:" + echo.port_text(), rest)), 200);
+  ASSERT_EQ(status_of(request(survivor.get(), "allowed.test:" + echo.port_text(), rest)), 200);
   const auto head_only = connect_unix(socket_path("closing.sock"));  // undecided when closed
   for (int i = 0; i < 500 && closing.open_connections() < 2; ++i) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(closing.open_connections(), 2u) << "the proxy did not accept the second client";
@@ -65,7 +61,7 @@ TEST_F(EgressProxyTest, ClosingAListenerLeavesASocketThatReplacedItsFileAlone) {
   ASSERT_TRUE(file_exists(socket_path("egress.sock")));
   const auto client = connect_unix(socket_path("egress.sock"));
   std::string rest;
-  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(http), rest)), 200);
+  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + http.port_text(), rest)), 200);
 }
 
 TEST_F(EgressProxyTest, AStaleSocketIsReplacedButOtherFilesAreRefused) {
@@ -79,7 +75,7 @@ TEST_F(EgressProxyTest, AStaleSocketIsReplacedButOtherFilesAreRefused) {
   const auto replaced = proxy->listen(socket_path("kept.sock"), policy_for({http.port()}), "sbx");
   const auto client = connect_unix(socket_path("kept.sock"));
   std::string rest;
-  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(http), rest)), 200);
+  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + http.port_text(), rest)), 200);
 
   std::ofstream(socket_path("regular")) << "not a socket";
   EXPECT_THROW((void)proxy->listen(socket_path("regular"), policy_for({443}), "sbx"),
@@ -121,14 +117,14 @@ TEST_F(EgressProxyTest, ATcpListenerOnPortZeroReportsTheBoundPort) {
   EXPECT_EQ(listener.endpoint(), "127.0.0.1:" + std::to_string(listener.port()));
   const auto client = connect_tcp(listener.port());
   std::string rest;
-  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(http), rest)), 200);
+  EXPECT_EQ(status_of(request(client.get(), "allowed.test:" + http.port_text(), rest)), 200);
 }
 
 TEST_F(EgressProxyTest, EveryConnectionYieldsExactlyOneDecision) {
   EgressPolicy policy = policy_for({http.port()});
   policy.header_timeout = 300ms;
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
-  const std::string port = port_of(http);
+  const std::string port = http.port_text();
   const std::vector<std::string> requests = {
       "CONNECT allowed.test:" + port + " HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",  // allow
       "CONNECT denied.test:" + port + " HTTP/1.1\r\n\r\n",                         // host
@@ -176,7 +172,7 @@ TEST_F(EgressProxyTest, ADecisionCallbackMayCloseItsOwnListener) {
     to_close = &listener;
   }
   const auto client = connect_unix(socket_path("egress.sock"));
-  send_all(client.get(), "CONNECT denied.test:" + port_of(http) + " HTTP/1.1\r\n\r\n");
+  send_all(client.get(), "CONNECT denied.test:" + http.port_text() + " HTTP/1.1\r\n\r\n");
   bool eof = false;
   read_to_eof(client.get(), 10s, &eof);
   EXPECT_TRUE(eof);

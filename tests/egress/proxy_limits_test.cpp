@@ -14,10 +14,6 @@
 namespace airlock::egress::testing {
 namespace {
 
-std::string port_of(const LoopbackServer& server) {
-  return std::to_string(server.port());
-}
-
 // One good client end to end; true when its GET came back through the tunnel.
 bool good_client_succeeds(const std::filesystem::path& socket, std::uint16_t port) {
   const auto client = connect_unix(socket);
@@ -40,7 +36,7 @@ TEST_F(EgressProxyTest, AnOversizedHeadGets431AndTheProxyServesTheNextClient) {
   policy.max_header_bytes = 1024;
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   const auto attacker = connect_unix(socket_path("egress.sock"));
-  send_all(attacker.get(), "CONNECT allowed.test:" + port_of(http) + " HTTP/1.1\r\n");
+  send_all(attacker.get(), "CONNECT allowed.test:" + http.port_text() + " HTTP/1.1\r\n");
   for (int i = 0; i < 64; ++i)
     send_all(attacker.get(), "X-Filler: " + std::string(100, 'f') + "\r\n");
   bool eof = false;
@@ -60,7 +56,7 @@ TEST_F(EgressProxyTest, ASlowlorisHeadGets408WhileAConcurrentClientSucceeds) {
   // A byte every 50 ms: the head never completes within the deadline, however steady the drip.
   std::atomic<bool> stop{false};
   std::thread dribbler([&] {
-    const std::string head = "CONNECT allowed.test:" + port_of(http) +
+    const std::string head = "CONNECT allowed.test:" + http.port_text() +
                              " HTTP/1.1\r\nX-Slow: " + std::string(200, 's') + "\r\n\r\n";
     for (const char c : head) {
       if (stop) return;
@@ -106,7 +102,7 @@ TEST_F(EgressProxyTest, ConnectionsPastTheBoundGet503AndTheBoundFreesUp) {
   ASSERT_EQ(listener.open_connections(), 3u);
 
   const auto refused = connect_unix(socket_path("egress.sock"));
-  send_all(refused.get(), "CONNECT allowed.test:" + port_of(http) + " HTTP/1.1\r\n\r\n");
+  send_all(refused.get(), "CONNECT allowed.test:" + http.port_text() + " HTTP/1.1\r\n\r\n");
   const std::string response = read_to_eof(refused.get());
   EXPECT_EQ(status_of(response), 503) << response;
   EXPECT_EQ(decisions.last(1).reason, EgressReason::over_capacity);
@@ -167,7 +163,7 @@ TEST_F(EgressProxyTest, ASlowLookupGets504WhileOtherClientsAreServed) {
   policy.dial_timeout = 500ms;
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   const auto slow = connect_unix(socket_path("egress.sock"));
-  send_all(slow.get(), "CONNECT slow.test:" + port_of(http) + " HTTP/1.1\r\n\r\n");
+  send_all(slow.get(), "CONNECT slow.test:" + http.port_text() + " HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(good_client_succeeds(socket_path("egress.sock"), http.port()));
   std::string rest;
   EXPECT_EQ(status_of(read_head(slow.get(), rest)), 504);
@@ -186,7 +182,7 @@ TEST_F(EgressProxyTest, AnIdleTunnelIsClosed) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
   const auto client = connect_unix(socket_path("egress.sock"));
   std::string rest;
-  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(echo), rest)), 200);
+  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + echo.port_text(), rest)), 200);
   send_all(client.get(), "ping");
   EXPECT_EQ(read_exactly(client.get(), 4), "ping");
   bool eof = false;
@@ -203,7 +199,7 @@ TEST_F(EgressProxyTest, ManyConcurrentTunnelsEachCarryTheirOwnBytes) {
     results.push_back(std::async(std::launch::async, [&, i] {
       const auto client = connect_unix(socket_path("egress.sock"));
       std::string rest;
-      if (status_of(request(client.get(), "allowed.test:" + port_of(echo), rest)) != 200) {
+      if (status_of(request(client.get(), "allowed.test:" + echo.port_text(), rest)) != 200) {
         return false;
       }
       const std::string payload = random_bytes(64 * 1024, static_cast<unsigned>(i));
@@ -223,7 +219,7 @@ TEST_F(EgressProxyTest, AHalfCloseIsRelayedAndTheReplyStillArrives) {
       proxy->listen(socket_path("egress.sock"), policy_for({collector.port()}), "sbx");
   const auto client = connect_unix(socket_path("egress.sock"));
   std::string rest;
-  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(collector), rest)), 200);
+  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + collector.port_text(), rest)), 200);
   const std::string payload = random_bytes(300 * 1024, 7);
   send_all(client.get(), payload);
   ::shutdown(client.get(), SHUT_WR);  // the server replies only after it sees this EOF
@@ -239,7 +235,7 @@ TEST_F(EgressProxyTest, LargeTransfersArriveIntactInBothDirections) {
   const auto listener = proxy->listen(socket_path("egress.sock"), policy_for({echo.port()}), "sbx");
   const auto client = connect_unix(socket_path("egress.sock"));
   std::string rest;
-  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + port_of(echo), rest)), 200);
+  ASSERT_EQ(status_of(request(client.get(), "allowed.test:" + echo.port_text(), rest)), 200);
   const std::string payload = random_bytes(16 * 1024 * 1024, 11);
   std::thread writer([&] { send_all(client.get(), payload); });
   const std::string echoed = rest + read_exactly(client.get(), payload.size() - rest.size(), 60s);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "airlock/backends/docker.hpp"
+#include "airlock/encoding.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -16,13 +17,6 @@ void global_init() {
   // curl_global_init is not safe to race; every client goes through here first.
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 std::string trim(std::string_view text) {
@@ -57,7 +51,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t count, void* use
   if (line.starts_with("HTTP/")) {
     collector->response->headers.clear();  // a new head (e.g. after 100 Continue)
   } else if (auto colon = line.find(':'); colon != std::string_view::npos) {
-    collector->response->headers.emplace_back(lower(line.substr(0, colon)),
+    collector->response->headers.emplace_back(ascii_lower(line.substr(0, colon)),
                                               trim(line.substr(colon + 1)));
   }
   return bytes;

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "airlock/encoding.hpp"
+
 namespace airlock::docker {
 namespace {
 
@@ -29,13 +31,6 @@ std::size_t download_body(char* data, std::size_t size, std::size_t count, void*
 
 std::size_t download_header(char* data, std::size_t size, std::size_t count, void* user) {
   return static_cast<EngineDownload*>(user)->on_header(data, size * count);
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 }  // namespace
@@ -93,7 +88,7 @@ std::size_t EngineDownload::on_header(const char* data, std::size_t bytes) {
     std::string_view value = line.substr(colon + 1);
     while (!value.empty() && (value.front() == ' ')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.remove_suffix(1);
-    headers_.emplace_back(lower(line.substr(0, colon)), std::string(value));
+    headers_.emplace_back(ascii_lower(line.substr(0, colon)), std::string(value));
   }
   return bytes;
 }
@@ -278,7 +273,7 @@ void HijackedConnection::read_head(Clock::time_point deadline) {
 
   // An error answer: keep its body (bounded) for the message.
   std::optional<std::size_t> length;
-  const std::string lowered = lower(head);
+  const std::string lowered = ascii_lower(head);
   if (auto at = lowered.find("\r\ncontent-length:"); at != std::string::npos) {
     length = static_cast<std::size_t>(std::strtoull(lowered.c_str() + at + 17, nullptr, 10));
   }

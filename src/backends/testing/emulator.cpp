@@ -20,20 +20,8 @@ using emulation::ScriptExit;
 using emulation::Word;
 using emulation::WordPart;
 
-std::string parent_of(const std::string& absolute) {
-  const auto slash = absolute.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return absolute.substr(0, slash);
-}
-
 std::string join(const std::string& directory, std::string_view name) {
   return directory == "/" ? "/" + std::string(name) : directory + "/" + std::string(name);
-}
-
-bool is_under(const std::string& path, const std::string& directory) {
-  if (directory == "/") return path.size() > 1;
-  return path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
-         path[directory.size()] == '/';
 }
 
 std::string base_name(std::string_view path) {
@@ -113,10 +101,6 @@ std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulat
     }
   }
   return fields;
-}
-
-std::string errno_text(int error) {
-  return std::generic_category().message(error);
 }
 
 }  // namespace

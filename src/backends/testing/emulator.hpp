@@ -18,11 +18,31 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "airlock/testing.hpp"
 
 namespace airlock::testing {
+
+// Path arithmetic on the in-memory tree, whose paths are always absolute and normalized.
+inline std::string parent_of(const std::string& absolute) {
+  const auto slash = absolute.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return absolute.substr(0, slash);
+}
+
+// True when `path` is strictly below `directory`.
+inline bool is_under(const std::string& path, const std::string& directory) {
+  if (directory == "/") return path.size() > 1 && path.front() == '/';
+  return path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
+         path[directory.size()] == '/';
+}
+
+// strerror's text without its thread-safety caveats.
+inline std::string errno_text(int error) {
+  return std::generic_category().message(error);
+}
 
 namespace emulation {
 

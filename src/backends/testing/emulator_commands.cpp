@@ -17,10 +17,6 @@ namespace {
 using Emulator = InProcessSandbox::Emulator;
 using Arguments = std::vector<std::string>;
 
-std::string errno_text(int error) {
-  return std::generic_category().message(error);
-}
-
 int fail(Emulator::Io& io, const std::string& command, const std::string& path, int error,
          int status = 1) {
   io.err += command + ": " + (path.empty() ? "" : path + ": ") + errno_text(error) + "\n";

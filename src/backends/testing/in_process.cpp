@@ -10,12 +10,6 @@
 namespace airlock::testing {
 namespace {
 
-std::string parent_of(const std::string& absolute) {
-  auto slash = absolute.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return absolute.substr(0, slash);
-}
-
 // A guest kernel refuses these before looking anything up; so does the fake.
 void refuse_overlong(const std::string& absolute) {
   constexpr int kNameTooLong = 36;  // ENAMETOOLONG
@@ -35,12 +29,6 @@ void refuse_overlong(const std::string& absolute) {
     }
     start = end + 1;
   }
-}
-
-bool is_under(const std::string& path, const std::string& directory) {
-  if (directory == "/") return path.size() > 1 && path.front() == '/';
-  return path.size() > directory.size() && path.compare(0, directory.size(), directory) == 0 &&
-         path[directory.size()] == '/';
 }
 
 }  // namespace
@@ -283,8 +271,8 @@ void InProcessSandbox::remove(std::string_view path, std::string_view working_di
   auto kind = lstat_kind(absolute);
   if (!kind) return;  // already gone is success
   if (*kind == EntryKind::directory && !recursive) {
-    throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
-                      21, absolute);
+    throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive", 21,
+                      absolute);
   }
   // A link has no children: removing it never reaches what it points at.
   for (auto it = nodes_.begin(); it != nodes_.end();) {
@@ -299,8 +287,7 @@ void InProcessSandbox::remove(std::string_view path, std::string_view working_di
 // ---- the backend -----------------------------------------------------------------------------
 
 InProcessSandboxBackend::InProcessSandboxBackend(InProcessBackendOptions options)
-    : options_(std::move(options)),
-      shared_(std::make_shared<InProcessSandbox>(options_.sandbox)) {}
+    : options_(std::move(options)), shared_(std::make_shared<InProcessSandbox>(options_.sandbox)) {}
 
 std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire(const SandboxKey& key,
                                                           const SandboxSpec& spec) {
@@ -353,9 +340,9 @@ bool InProcessSandboxBackend::dispose_kind(const SandboxKey& key, std::string_vi
 int InProcessSandboxBackend::dispose_scope(std::string_view scope,
                                            std::optional<std::string_view> thread_id) noexcept {
   std::lock_guard lock(mutex_);
-  purged_.emplace_back(std::string(scope),
-                       thread_id ? std::optional<std::string>(std::string(*thread_id))
-                                 : std::nullopt);
+  purged_.emplace_back(std::string(scope), thread_id
+                                               ? std::optional<std::string>(std::string(*thread_id))
+                                               : std::nullopt);
   int removed = 0;
   for (auto it = live_.begin(); it != live_.end();) {
     const SandboxKey& key = std::get<0>(it->first);

@@ -4,16 +4,11 @@
 #include <cstdio>
 #include <set>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 
 namespace airlock::kinds::codeact {
 namespace {
-
-std::string lowercase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::size_t> previous(b.size() + 1);
@@ -69,14 +64,14 @@ std::string format_result(const ExecResult& result, std::uint64_t shown_cap) {
 }
 
 std::string not_in_store(const std::string& name, const std::vector<std::string>& listing) {
-  const std::string wanted = lowercase(name);
-  const std::string wanted_base = lowercase(basename_of(name));
+  const std::string wanted = ascii_lower(name);
+  const std::string wanted_base = ascii_lower(basename_of(name));
   std::vector<std::pair<std::size_t, std::string>> near;
   for (const auto& candidate : listing) {
-    const std::string lower = lowercase(candidate);
+    const std::string lower = ascii_lower(candidate);
     const std::size_t distance = edit_distance(wanted, lower);
     if (distance <= std::max<std::size_t>(2, wanted.size() / 4) ||
-        lowercase(basename_of(candidate)) == wanted_base) {
+        ascii_lower(basename_of(candidate)) == wanted_base) {
       near.emplace_back(distance, candidate);
     }
   }
@@ -119,8 +114,9 @@ Manifest read_manifest(Sandbox& sandbox, const std::string& path, const std::str
   try {
     parsed = json::parse_text(text, "outputs.json");
   } catch (const InvalidArgument&) {
-    manifest.error = "Error: outputs.json is not valid JSON; write {\"outputs\": [{\"path\": "
-                     "\"name\"}]}.";
+    manifest.error =
+        "Error: outputs.json is not valid JSON; write {\"outputs\": [{\"path\": "
+        "\"name\"}]}.";
     return manifest;
   }
   const auto outputs = parsed.is_object() ? parsed.find("outputs") : parsed.end();
@@ -181,8 +177,9 @@ std::string tool_description(const ToolOptions& options, const SandboxSpec& spec
   }
   text += " The program is stopped after " + seconds_text(options.exec_timeout) + " seconds.";
   if (options.file_store) {
-    text += " Pass `files` to copy named files from the shared file store into the working "
-            "directory.";
+    text +=
+        " Pass `files` to copy named files from the shared file store into the working "
+        "directory.";
   }
   if (registry) {
     text += " Host functions are available with `import airlock_host_tools as tools`:";
@@ -193,13 +190,15 @@ std::string tool_description(const ToolOptions& options, const SandboxSpec& spec
     case Outputs::none:
       break;
     case Outputs::declared:
-      text += " To save files, write them in the working directory and list their names in "
-              "`outputs`; they are saved only when the program exits with 0.";
+      text +=
+          " To save files, write them in the working directory and list their names in "
+          "`outputs`; they are saved only when the program exits with 0.";
       break;
     case Outputs::manifest:
-      text += " To save files, write them in the working directory and list them in "
-              "outputs.json as {\"outputs\": [{\"path\": \"name\"}]}; they are saved only when "
-              "the program exits with 0.";
+      text +=
+          " To save files, write them in the working directory and list them in "
+          "outputs.json as {\"outputs\": [{\"path\": \"name\"}]}; they are saved only when "
+          "the program exits with 0.";
       break;
   }
   return text;

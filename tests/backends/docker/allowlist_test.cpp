@@ -23,11 +23,6 @@ namespace {
 
 using egress::testing::LoopbackServer;
 
-std::string environment(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : "";
-}
-
 class DockerAllowlistTest : public EngineTest {
  protected:
   void SetUp() override {

@@ -7,14 +7,11 @@
 #include <filesystem>
 
 namespace airlock::docker::test {
-namespace {
 
-std::string environment(const char* name, const char* fallback = "") {
+std::string environment(const char* name, const char* fallback) {
   const char* value = std::getenv(name);
   return value && *value ? value : fallback;
 }
-
-}  // namespace
 
 std::string test_image() {
   return environment("AIRLOCK_DOCKER_TEST_IMAGE", "airlock-test/busybox:latest");

@@ -17,6 +17,9 @@
 namespace airlock::docker::test {
 
 // The image the tests run (AIRLOCK_DOCKER_TEST_IMAGE; default airlock-test/busybox:latest).
+// The variable's value, or `fallback` when it is unset or empty.
+std::string environment(const char* name, const char* fallback = "");
+
 std::string test_image();
 // The base configuration: DOCKER_HOST, the test image as default.
 DockerConfig test_config();

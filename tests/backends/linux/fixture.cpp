@@ -20,14 +20,14 @@
 #endif
 
 namespace airlock::linux_backend::testing {
-namespace {
-
 std::string read_text(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
 }
+
+namespace {
 
 std::string random_suffix() {
   static std::mt19937_64 generator{std::random_device{}()};

@@ -20,12 +20,12 @@
 namespace airlock::linux_backend::testing {
 
 // Skips (loudly) unless the process is root: the backend's boundary needs root here (CI is).
-#define AIRLOCK_REQUIRE_ROOT()                                                              \
-  do {                                                                                      \
-    if (::geteuid() != 0) {                                                                 \
+#define AIRLOCK_REQUIRE_ROOT()                                                                \
+  do {                                                                                        \
+    if (::geteuid() != 0) {                                                                   \
       GTEST_SKIP() << "SKIPPED: the linux backend's tests need root (user namespaces with a " \
-                      "full uid range, cgroups, mounts)";                                   \
-    }                                                                                       \
+                      "full uid range, cgroups, mounts)";                                     \
+    }                                                                                         \
   } while (0)
 
 inline constexpr const char* kWork = "/maf-sandbox/work";
@@ -57,6 +57,9 @@ class LeakAudit {
   std::size_t descriptors_ = 0;
   std::vector<RecordFile> tracked_;
 };
+
+// The whole file ("" when it cannot be read).
+std::string read_text(const std::string& path);
 
 std::size_t open_descriptor_count();
 bool process_alive(long pid, std::uint64_t start_time);

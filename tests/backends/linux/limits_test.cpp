@@ -10,19 +10,13 @@ namespace {
 
 using LimitsTest = LinuxBackendTest;
 
-std::string read_text(const std::string& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
 TEST_F(LimitsTest, AForkBombIsStoppedByThePidsLimit) {
-  auto sandbox = acquire(spec("forks", [](SandboxSpec::Fields& fields) { fields.resources.pids = 64; }));
+  auto sandbox =
+      acquire(spec("forks", [](SandboxSpec::Fields& fields) { fields.resources.pids = 64; }));
   const std::string bomb = install_testcase(*sandbox, "fork_bomb");
   try {
-    const ExecResult result = sandbox->exec_bounded(Command::argv({bomb}), kWork,
-                                                    std::chrono::seconds(3), 1 << 16);
+    const ExecResult result =
+        sandbox->exec_bounded(Command::argv({bomb}), kWork, std::chrono::seconds(3), 1 << 16);
     ADD_FAILURE() << "the bomb ended by itself: " << result.stdout_bytes;
   } catch (const Timeout& timeout) {
     // It hit the wall, said so, and was killed with all its children when the deadline came.
@@ -100,10 +94,10 @@ TEST_F(LimitsTest, DefaultLimitsApplyWhenTheSpecSetsNone) {
 TEST_F(LimitsTest, NonsenseLimitsAreRefused) {
   EXPECT_THROW(acquire(spec("bad", [](SandboxSpec::Fields& fields) { fields.resources.pids = 1; })),
                InvalidArgument);
-  EXPECT_THROW(acquire(spec("bad2", [](SandboxSpec::Fields& fields) {
-                 fields.resources.memory_bytes = 1024;
-               })),
-               InvalidArgument);
+  EXPECT_THROW(
+      acquire(
+          spec("bad2", [](SandboxSpec::Fields& fields) { fields.resources.memory_bytes = 1024; })),
+      InvalidArgument);
 }
 
 }  // namespace
