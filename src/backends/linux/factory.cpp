@@ -2,29 +2,9 @@
 #include "airlock/backend_factory.hpp"
 #include "airlock/backends/linux.hpp"
 #include "airlock/errors.hpp"
-#include "egress/policy.hpp"
+#include "backends/config_fields.hpp"
 
 namespace airlock {
-namespace {
-
-std::uint64_t count_field(const json::Json& value, const std::string& path) {
-  if (!value.is_number_unsigned()) {
-    throw InvalidArgument(path + ": expected a non-negative integer", path);
-  }
-  return value.get<std::uint64_t>();
-}
-
-std::optional<std::uint64_t> optional_count(const json::Json& value, const std::string& path) {
-  if (value.is_null()) return std::nullopt;
-  return count_field(value, path);
-}
-
-std::string string_field(const json::Json& value, const std::string& path) {
-  if (!value.is_string()) throw InvalidArgument(path + ": expected a string", path);
-  return value.get<std::string>();
-}
-
-}  // namespace
 
 LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::string_view where) {
   if (!config.is_object()) {
@@ -34,40 +14,35 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
   for (const auto& [field, value] : config.items()) {
     const std::string path = std::string(where) + "." + field;
     if (field == "state_dir") {
-      parsed.state_dir = string_field(value, path);
-      if (!parsed.state_dir.is_absolute()) {
-        throw InvalidArgument(path + ": must be an absolute path", path);
-      }
+      parsed.state_dir = config_fields::absolute_path(value, path);
     } else if (field == "default_image") {
-      parsed.default_image = string_field(value, path);
+      parsed.default_image = config_fields::text(value, path);
     } else if (field == "image_store") {
-      parsed.image_store = string_field(value, path);
-      if (!parsed.image_store.is_absolute()) {
-        throw InvalidArgument(path + ": must be an absolute path", path);
-      }
+      parsed.image_store = config_fields::absolute_path(value, path);
     } else if (field == "uid_base") {
-      const std::uint64_t base = count_field(value, path);
+      const std::uint64_t base = config_fields::count(value, path);
       if (base == 0 || base > 0xFFFFFFFEull - 65535) {
         throw InvalidArgument(path + ": must be above 0 and leave room for 65536 ids", path);
       }
       parsed.uid_base = static_cast<std::uint32_t>(base);
     } else if (field == "memory_bytes") {
-      parsed.default_resources.memory_bytes = optional_count(value, path);
+      parsed.default_resources.memory_bytes = config_fields::optional_count(value, path);
     } else if (field == "pids") {
-      parsed.default_resources.pids = optional_count(value, path);
+      parsed.default_resources.pids = config_fields::optional_count(value, path);
     } else if (field == "cpu_millis") {
-      parsed.default_resources.cpu_millis = optional_count(value, path);
+      parsed.default_resources.cpu_millis = config_fields::optional_count(value, path);
     } else if (field == "max_concurrent_commands") {
-      const std::uint64_t slots = count_field(value, path);
+      const std::uint64_t slots = config_fields::count(value, path);
       if (slots == 0 || slots > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
       parsed.max_concurrent_commands = static_cast<std::uint32_t>(slots);
     } else if (field == "init_path") {
-      parsed.init_path = string_field(value, path);
+      parsed.init_path = config_fields::text(value, path);
     } else if (field == "output_ceiling_bytes") {
-      parsed.output_ceiling_bytes = count_field(value, path);
-      if (parsed.output_ceiling_bytes == 0) throw InvalidArgument(path + ": must be positive", path);
+      parsed.output_ceiling_bytes = config_fields::count(value, path);
+      if (parsed.output_ceiling_bytes == 0)
+        throw InvalidArgument(path + ": must be positive", path);
     } else if (field == "start_timeout_ms") {
-      parsed.start_timeout = std::chrono::milliseconds(count_field(value, path));
+      parsed.start_timeout = std::chrono::milliseconds(config_fields::count(value, path));
     } else if (field == "per_command_cgroups") {
       if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
       parsed.per_command_cgroups = value.get<bool>();
@@ -82,45 +57,26 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
         } else if (direction == "files_out") {
           parsed.limits.files_out = json::parse_transfer_limits(caps, path + ".files_out");
         } else {
-          throw InvalidArgument(path + "." + direction + ": unknown field (known: files_in, "
-                                                         "files_out)",
+          throw InvalidArgument(path + "." + direction +
+                                    ": unknown field (known: files_in, "
+                                    "files_out)",
                                 path + "." + direction);
         }
       }
-    } else if (field == "egress_ports") {
-      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of ports", path);
-      parsed.egress_policy.allowed_ports.clear();
-      for (const auto& port : value) {
-        const std::uint64_t number = count_field(port, path);
-        if (number == 0 || number > 65535) {
-          throw InvalidArgument(path + ": ports are 1..65535", path);
-        }
-        parsed.egress_policy.allowed_ports.push_back(static_cast<std::uint16_t>(number));
-      }
-    } else if (field == "egress_allow_nonglobal_for_tests") {
-      if (!value.is_array()) {
-        throw InvalidArgument(path + ": expected an array of CIDR ranges", path);
-      }
-      parsed.egress_policy.allow_nonglobal_for_tests.clear();
-      for (const auto& range : value) {
-        parsed.egress_policy.allow_nonglobal_for_tests.push_back(string_field(range, path));
-      }
+    } else if (config_fields::read_egress_field(field, value, path, parsed.egress_policy)) {
+      // egress_ports or egress_allow_nonglobal_for_tests, now in parsed.egress_policy
     } else {
-      throw InvalidArgument(path + ": unknown field (known: state_dir, default_image, image_store, "
-                                   "uid_base, "
-                                   "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
-                                   "init_path, output_ceiling_bytes, start_timeout_ms, "
-                                   "per_command_cgroups, standby, limits, egress_ports, "
-                                   "egress_allow_nonglobal_for_tests)",
+      throw InvalidArgument(path +
+                                ": unknown field (known: state_dir, default_image, image_store, "
+                                "uid_base, "
+                                "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
+                                "init_path, output_ceiling_bytes, start_timeout_ms, "
+                                "per_command_cgroups, standby, limits, egress_ports, "
+                                "egress_allow_nonglobal_for_tests)",
                             path);
     }
   }
-  // A bad port list or CIDR range is refused now, naming the config, not at the first acquire.
-  try {
-    (void)egress::CompiledPolicy::compile(parsed.egress_policy);
-  } catch (const InvalidArgument& bad) {
-    throw InvalidArgument(std::string(where) + ": " + bad.what(), std::string(where) + ".egress");
-  }
+  config_fields::check_egress_policy(parsed.egress_policy, where);
   return parsed;
 }
 
