@@ -28,8 +28,8 @@ run: build
 
 # Everything: installs what the tests need, builds, starts the services tests need, runs every
 # suite, stops what it started.
-test: bootstrap-test build
-	@scripts/test-all $(BUILD_DIR)
+test: bootstrap-test
+	@scripts/test-all $(PRESET)
 
 test-unit: build
 	@ctest --preset $(PRESET) --output-on-failure

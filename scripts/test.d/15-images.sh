@@ -11,7 +11,7 @@ trap 'rm -rf "$work"' EXIT
 scripts/build-test-images --out "$work/images"
 
 AIRLOCK_TEST_IMAGES="$work/images" \
-  ctest --test-dir "$AIRLOCK_BUILD_DIR" -L test-images --output-on-failure --timeout 600
+  ctest --test-dir "${AIRLOCK_TEST_BUILD_DIR:-$AIRLOCK_BUILD_DIR}" -L test-images --output-on-failure --timeout 600
 
 store="$work/store"
 fail() { echo "15-images: $*" >&2; exit 1; }

@@ -25,7 +25,7 @@ fail() { echo "FAILED: 35-gvisor: $*" >&2; exit 1; }
 echo "--- runsc: $(runsc --version 2>&1 | head -1)"
 scripts/build-test-images --only busybox --only python --out "$work/images" >/dev/null
 AIRLOCK_TEST_IMAGES="$work/images" \
-  ctest --test-dir "$AIRLOCK_BUILD_DIR" -R 'PythonImage' --output-on-failure --timeout 300
+  ctest --test-dir "${AIRLOCK_TEST_BUILD_DIR:-$AIRLOCK_BUILD_DIR}" -R 'PythonImage' --output-on-failure --timeout 300
 
 "$airlock" image import --store "$work/images-store" "$work/images/busybox.tar" >/dev/null
 printf '{"gvisor": {"state_dir": "%s/state", "image_store": "%s/images-store"}}' "$work" "$work" \
