@@ -144,14 +144,14 @@ std::vector<ProbeDefinition> egress_probes(const std::string& allowed_url,
                     "the allowlisted host answers 2xx from inside (the positive control)", kExec,
                     true, [=](ProbeContext& c) {
                       std::string said;
-                      c.check(reached(c, allowed_url, said),
-                              allowed_url + " was not reached (" + said + ")");
+                      const bool ok = reached(c, allowed_url, said);
+                      c.check(ok, allowed_url + " was not reached (" + said + ")");
                     }});
   probes.push_back({"a-denied-host-is-refused", "a host off the allowlist is never reached", kExec,
                     true, [=](ProbeContext& c) {
                       std::string said;
-                      c.check(!reached(c, denied_url, said),
-                              denied_url + " was reached (" + said + ")");
+                      const bool ok = !reached(c, denied_url, said);
+                      c.check(ok, denied_url + " was reached (" + said + ")");
                     }});
   return probes;
 }
