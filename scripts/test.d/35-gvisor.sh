@@ -1,5 +1,5 @@
 # The gvisor backend (runsc) end to end: its python-image test with the offline test images,
-# the conformance suites through the CLI, `airlock run` as an operator uses it, and an audit
+# the conformance suites through the CLI (the egress suite against loopback servers included), `airlock run` as an operator uses it, and an audit
 # that nothing of runsc is left behind (processes, cgroups, state). Bounded to a few minutes.
 # (Its ctest suite also runs in stage 10, where the python test skips for want of images.)
 set -euo pipefail
@@ -15,8 +15,11 @@ fi
 work=$(mktemp -d /tmp/airlock-gvisor-stage-XXXXXX)
 chmod 711 "$work"   # runsc's Gofer runs unprivileged and must pass through to what it binds
 config="$work/backends.json"
+servers=""
 cleanup() {
+  [[ -n $servers ]] && kill "$servers" 2>/dev/null || true
   "$airlock" purge --all --backend gvisor --backend-config "$config" >/dev/null 2>&1 || true
+  "$airlock" purge --all --backend gvisor --backend-config "$work/egress.json" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -37,6 +40,55 @@ run() {
 
 echo "--- airlock conformance --backend gvisor"
 "$airlock" conformance --backend gvisor --backend-config "$config"
+
+# The egress suite through the CLI as well: an HTTP server on 127.0.0.2 (allowed) and one on
+# 127.0.0.3 (denied), both answering 200, the test-only knob letting the proxy reach loopback,
+# and both ports admitted so the denial is the host's. The suite runs curl in the guest: the
+# image is busybox plus the host's curl and the libraries it loads, at the same paths, and a
+# .curlrc that tunnels (the proxy speaks CONNECT only, as curl would for https://).
+curl_root="$work/busybox-curl"
+mkdir -p "$curl_root"
+tar -xf "$work/images/busybox.tar" -C "$curl_root"
+for file in /usr/bin/curl $(ldd /usr/bin/curl | grep -o '/[^ ]*'); do
+  mkdir -p "$curl_root$(dirname "$file")"
+  cp -L "$file" "$curl_root$file"
+done
+mkdir -p "$curl_root/root"
+echo proxytunnel > "$curl_root/root/.curlrc"
+"$airlock" image import --store "$work/images-store" --name busybox-curl "$curl_root" >/dev/null
+python3 - "$work/ports" <<'PY' &
+import http.server, os, sys, threading
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"gvisor-egress-ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+servers = [http.server.ThreadingHTTPServer((host, 0), Handler) for host in ("127.0.0.2", "127.0.0.3")]
+for server in servers:
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(" ".join(str(server.server_address[1]) for server in servers) + "\n")
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+threading.Event().wait()
+PY
+servers=$!
+for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
+read -r allowed_port denied_port < "$work/ports" || fail "the egress suite's servers did not start"
+printf '{"gvisor": {"state_dir": "%s/state", "image_store": "%s/images-store", "default_image": "busybox-curl", "egress_ports": [%s, %s], "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"]}}' \
+  "$work" "$work" "$allowed_port" "$denied_port" > "$work/egress.json"
+echo "--- airlock conformance --backend gvisor --suite egress"
+"$airlock" conformance --backend gvisor --backend-config "$work/egress.json" --suite egress \
+  --allowed-url "http://127.0.0.2:$allowed_port/" --denied-url "http://127.0.0.3:$denied_port/" \
+  | tee "$work/egress-report.txt"
+grep -Eq '^egress +.* passed' "$work/egress-report.txt" || fail "the egress suite passed no probe"
+! grep -Eq '^egress +.* (failed|skipped)' "$work/egress-report.txt" ||
+  fail "the egress suite did not pass every probe through the CLI"
+kill "$servers" 2>/dev/null || true
+servers=""
 
 # Exit codes as on every backend: the guest's own, 124 on timeout, 125 when airlock refuses.
 out=$(run -- sh -c 'uname -r; exit 3') && code=0 || code=$?
