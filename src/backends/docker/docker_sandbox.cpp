@@ -286,7 +286,13 @@ std::string DockerSandbox::read_file(std::string_view path, std::string_view wor
     // …and from the tar header, which is what the body actually is.
     TarStreamReader reader(download);
     const auto entry = reader.next();
-    if (!entry) throw BackendError("the container engine sent an empty archive", request);
+    // An archive with no entry after a stat that found one: the entry went away between the
+    // engine's stat and its walk (the guest replaced or removed it). Nothing was read.
+    if (!entry) {
+      throw NotFound("'" + std::string(path) +
+                         "' changed while it was read (the engine's archive held no entry)",
+                     absolute);
+    }
     if (entry->kind == EntryKind::symlink) refuse_link(path, absolute);
     if (entry->kind == EntryKind::directory) {
       throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
