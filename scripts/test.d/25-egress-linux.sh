@@ -26,24 +26,7 @@ printf '{"linux": {"state_dir": "%s", "egress_allow_nonglobal_for_tests": ["127.
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # A plain HTTP server on 127.0.0.2 (an ephemeral port), answering "egress-e2e-ok".
-python3 - "$portfile" <<'PY' &
-import http.server, sys
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"egress-e2e-ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-server = http.server.HTTPServer(("127.0.0.2", 0), Handler)
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(str(server.server_address[1]))
-import os
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-server.serve_forever()
-PY
+"$AIRLOCK_SOURCE_DIR/tests/support/http_servers.py" "$portfile" egress-e2e-ok 127.0.0.2 &
 server_pid=$!
 for _ in $(seq 100); do [[ -s $portfile ]] && break; sleep 0.1; done
 port=$(cat "$portfile")

@@ -56,25 +56,7 @@ done
 mkdir -p "$curl_root/root"
 echo proxytunnel > "$curl_root/root/.curlrc"
 "$airlock" image import --store "$work/images-store" --name busybox-curl "$curl_root" >/dev/null
-python3 - "$work/ports" <<'PY' &
-import http.server, os, sys, threading
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"gvisor-egress-ok"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-servers = [http.server.ThreadingHTTPServer((host, 0), Handler) for host in ("127.0.0.2", "127.0.0.3")]
-for server in servers:
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-with open(sys.argv[1] + ".tmp", "w") as f:
-    f.write(" ".join(str(server.server_address[1]) for server in servers) + "\n")
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-threading.Event().wait()
-PY
+"$AIRLOCK_SOURCE_DIR/tests/support/http_servers.py" "$work/ports" gvisor-egress-ok 127.0.0.2 127.0.0.3 &
 servers=$!
 for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
 read -r allowed_port denied_port < "$work/ports" || fail "the egress suite's servers did not start"
