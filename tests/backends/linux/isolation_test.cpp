@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <thread>
 
@@ -135,6 +136,62 @@ TEST_F(IsolationTest, CommandsHoldNoCapabilities) {
   EXPECT_EQ(status.stdout_bytes,
             "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
             "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+}
+
+// A hostile guest process waits at /proc/PID/mem of every command about to be cloned and tries to
+// open it for writing until the command has its filter — the window in which a command's code
+// could be rewritten so that its filter is never loaded. Every command must come up under the filter, and the racer must never get in.
+TEST_F(IsolationTest, NoGuestProcessCanStripACommandsFilterBeforeExecve) {
+  auto sandbox = acquire(spec());
+  const std::string racer = install_testcase(*sandbox, "filter_racer");
+  const std::string marker = std::string(kWork) + "/racing";
+  const std::string stop = std::string(kWork) + "/stop-racing";
+  ExecResult attack;
+  std::exception_ptr attack_error;
+  std::thread attacker([&] {
+    try {
+      ExecOptions options;
+      options.working_directory = kWork;
+      options.timeout = std::chrono::seconds(120);
+      attack = sandbox->exec(Command::argv({racer, marker, stop, "90"}), options);
+    } catch (...) {
+      attack_error = std::current_exception();
+    }
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!sandbox->stat_file("racing", kWork) && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  int filtered = 0;
+  std::string unfiltered;
+  constexpr int kCommands = 200;
+  for (int i = 0; i < kCommands; ++i) {
+    ExecOptions options;
+    options.working_directory = kWork;
+    options.timeout = std::chrono::seconds(30);
+    const ExecResult status =
+        sandbox->exec(Command::argv({"grep", "^Seccomp:", "/proc/self/status"}), options);
+    if (status.stdout_bytes == "Seccomp:\t2\n") {
+      ++filtered;
+    } else {
+      unfiltered += "command " + std::to_string(i) + ": " + status.stdout_bytes + status.stderr_bytes;
+    }
+  }
+  sandbox->write_file("stop-racing", "", kWork);
+  attacker.join();
+  if (attack_error) std::rethrow_exception(attack_error);
+  EXPECT_EQ(filtered, kCommands) << unfiltered;
+  EXPECT_EQ(attack.exit_code, 0) << attack.stderr_bytes;
+  EXPECT_EQ(attack.stdout_bytes.find("BREACH"), std::string::npos) << attack.stdout_bytes;
+  // The racer really raced: it saw every command, and tried their memory many times each.
+  long watched = 0, attempts = 0, breaches = -1;
+  const auto summary = attack.stdout_bytes.find("watched ");
+  ASSERT_NE(summary, std::string::npos) << attack.stdout_bytes;
+  std::sscanf(attack.stdout_bytes.c_str() + summary, "watched %ld attempts %ld breaches %ld",
+              &watched, &attempts, &breaches);
+  EXPECT_GE(watched, kCommands) << attack.stdout_bytes;
+  EXPECT_GT(attempts, 10 * kCommands) << attack.stdout_bytes;
+  EXPECT_EQ(breaches, 0) << attack.stdout_bytes;
 }
 
 TEST_F(IsolationTest, CommandsAreTheOomKillersFirstChoice) {

@@ -131,14 +131,19 @@ void run_command(const protocol::ExecRequest& request, int stdin_fd, int stdout_
     }
   }
   // The command, not the init, is what the kernel kills first when the sandbox runs out of
-  // memory. The init is not dumpable, and a copy of it owns none of its /proc files: become
-  // dumpable again first (execve decides dumpability afresh anyway).
+  // memory. The init is not dumpable, and a copy of it owns none of its /proc files, so the
+  // child is dumpable for exactly this write — while it still holds every capability of the
+  // sandbox's namespace, so no capability-less guest process may attach to it or open its
+  // memory meanwhile — and non-dumpable again before anything is dropped. From here until
+  // execve (which decides dumpability afresh) no other guest process can read or write this
+  // process's memory through /proc, ptrace or process_vm_*: its filter cannot be stripped.
   if (::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) die(error_pipe, protocol::SpawnStage::setup, errno);
   const int oom = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-  if (oom < 0 || ::write(oom, "1000", 4) != 4) {
-    die(error_pipe, protocol::SpawnStage::setup, errno);
-  }
-  ::close(oom);
+  const bool adjusted = oom >= 0 && ::write(oom, "1000", 4) == 4;
+  const int oom_error = errno;
+  if (oom >= 0) ::close(oom);
+  if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die(error_pipe, protocol::SpawnStage::setup, errno);
+  if (!adjusted) die(error_pipe, protocol::SpawnStage::setup, oom_error);
 
   if (::chdir(request.working_directory.c_str()) != 0) {
     die(error_pipe, protocol::SpawnStage::working_directory, errno);
