@@ -11,6 +11,7 @@
 //
 // Pids in a fresh pid namespace are handed out in order, so the racer spins on the next few pids
 // before they exist, and is waiting at /proc/PID/mem when a command is cloned.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,11 +55,22 @@ int main(int argc, char** argv) {
   const double until = now() + atof(argv[3]);
   const int self = getpid();
   int next = self + 1;
+  int highest = self;  // the highest pid seen alive: every lower one was allocated before it
   long watched = 0, attempts = 0, breaches = 0;
   int marker = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (marker >= 0) close(marker);
   for (long round = 0;; ++round) {
     if ((round & 1023) == 0 && (now() >= until || access(argv[2], F_OK) == 0)) break;
+    if ((round & 4095) == 0) {
+      // Descheduled for long enough, the racer may have fallen behind its window: catch up.
+      DIR* proc = opendir("/proc");
+      struct dirent* entry;
+      while (proc != NULL && (entry = readdir(proc)) != NULL) {
+        const int pid = atoi(entry->d_name);
+        if (pid > highest && pid < kMaxPid) highest = pid;
+      }
+      if (proc != NULL) closedir(proc);
+    }
     for (int pid = next; pid < next + kAhead && pid < kMaxPid; ++pid) {
       if (done[pid]) continue;
       char path[64];
@@ -66,6 +78,9 @@ int main(int argc, char** argv) {
       ++attempts;
       const int mem = open(path, O_RDWR | O_CLOEXEC);
       const int error = errno;
+      if (mem >= 0 || (error != ENOENT && error != ESRCH)) {
+        if (pid > highest) highest = pid;
+      }
       if (mem >= 0) {
         if (!existed[pid]) ++watched;
         existed[pid] = 1;
@@ -80,7 +95,8 @@ int main(int argc, char** argv) {
         continue;
       }
       if (error == ENOENT || error == ESRCH) {
-        if (existed[pid]) done[pid] = 1;  // it came and went
+        // It came and went (seen, or a later pid exists): nothing left to race.
+        if (existed[pid] || pid < highest) done[pid] = 1;
         continue;
       }
       // It exists and its memory is closed to us: watch it until it has its filter.

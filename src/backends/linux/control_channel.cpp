@@ -82,8 +82,8 @@ UniqueFd listen_control_socket(const std::filesystem::path& path) {
   return listener;
 }
 
-ControlChannel::ControlChannel(const std::filesystem::path& socket_path)
-    : address_(resolve_address(socket_path, directory_)) {}
+ControlChannel::ControlChannel(const std::filesystem::path& socket_path, std::string secret)
+    : address_(resolve_address(socket_path, directory_)), secret_(std::move(secret)) {}
 
 UniqueFd ControlChannel::connect() const {
   UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
@@ -101,7 +101,7 @@ UniqueFd ControlChannel::connect() const {
 bool ControlChannel::ping() const noexcept {
   try {
     UniqueFd socket = connect();
-    if (protocol::send_message(socket.get(), protocol::encode_header(protocol::Op::ping, 0),
+    if (protocol::send_message(socket.get(), protocol::encode_header(protocol::Op::ping, 0, secret_),
                                nullptr, 0) != 0) {
       return false;
     }
@@ -117,7 +117,7 @@ bool ControlChannel::ping() const noexcept {
 UniqueFd ControlChannel::fetch_root() const {
   UniqueFd socket = connect();
   if (const int error = protocol::send_message(
-          socket.get(), protocol::encode_header(protocol::Op::root, 0), nullptr, 0);
+          socket.get(), protocol::encode_header(protocol::Op::root, 0, secret_), nullptr, 0);
       error != 0) {
     throw BackendError("the sandbox's init stopped answering", std::strerror(error));
   }
@@ -178,10 +178,10 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
                            static_cast<ssize_t>(body.size())) {
       throw BackendError("the command could not be sent", std::strerror(errno));
     }
-    message = protocol::encode_header(protocol::Op::exec, protocol::kBodyInMemfd);
+    message = protocol::encode_header(protocol::Op::exec, protocol::kBodyInMemfd, secret_);
     fds.push_back(body_memfd.get());
   } else {
-    message = protocol::encode_header(protocol::Op::exec, 0) + body;
+    message = protocol::encode_header(protocol::Op::exec, 0, secret_) + body;
   }
   fds.push_back(out_write.get());
   fds.push_back(err_write.get());
@@ -229,7 +229,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   auto send_kill = [&] {
     if (kill_sent) return;
     kill_sent = true;
-    (void)protocol::send_message(socket.get(), protocol::encode_header(protocol::Op::kill, 0),
+    (void)protocol::send_message(socket.get(), protocol::encode_header(protocol::Op::kill, 0, secret_),
                                  nullptr, 0);
   };
   // Appends what arrived, under the ceiling; past it, refuse (kill, drop) or truncate (discard).

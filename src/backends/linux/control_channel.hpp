@@ -1,5 +1,6 @@
 // The host side of the control protocol (protocol.hpp): one connection per request to a
-// sandbox's init, from any process that can reach <state>/linux/<id>/control.sock.
+// sandbox's init, from any process that can reach <state>/linux/<id>/control.sock and holds the
+// sandbox's control secret (from its record).
 #pragma once
 
 #include <chrono>
@@ -36,7 +37,7 @@ struct ExecPlan {
 
 class ControlChannel {
  public:
-  explicit ControlChannel(const std::filesystem::path& socket_path);
+  ControlChannel(const std::filesystem::path& socket_path, std::string secret);
 
   // A fresh connection; BackendError when the init is not there (disposed, or dead).
   UniqueFd connect() const;
@@ -50,6 +51,7 @@ class ControlChannel {
 
  private:
   std::string address_;       // what connect() dials
+  std::string secret_;        // protocol::kSecretBytes bytes, sent with every request
   UniqueFd directory_;        // held when the path is reached through /proc/self/fd
 };
 

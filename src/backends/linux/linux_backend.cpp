@@ -17,6 +17,7 @@
 #include "airlock/state_dir.hpp"
 #include "backends/linux/control_channel.hpp"
 #include "backends/linux/launcher.hpp"
+#include "backends/linux/protocol.hpp"
 #include "backends/linux/seccomp_policy.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "backends/linux/tree_removal.hpp"
@@ -276,7 +277,9 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   store_.ensure_layout();
   UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
-    if (record->state == "running" && init_is_alive(*record)) {
+    // A record without a control secret predates it: its sandbox is replaced, never adopted.
+    if (record->state == "running" && !record->control_secret.empty() &&
+        init_is_alive(*record)) {
       auto adopted = adopt(*record, key);
       if (adopted && adopted->channel().ping()) {
         if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, *record);
@@ -351,6 +354,8 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   record.created_at_ms = unix_now_ms();
   record.privileged = privileged_;
   record.uid_base = privileged_ ? config_->uid_base : static_cast<std::uint32_t>(::geteuid());
+  const std::string secret = random_bytes(protocol::kSecretBytes);
+  record.control_secret = to_hex(secret);
   InstanceCgroups cgroups;
   if (privileged_) {
     cgroups = plan_instance_cgroups(layout_, record.instance_id, resources,
@@ -375,6 +380,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
 
     SpawnConfig config;
     config.instance_id = record.instance_id;
+    config.control_secret = secret;
     config.root_mount = (directory / "root").string();
     make_directory(config.root_mount, 0755);
     config.root_kind = image.kind;

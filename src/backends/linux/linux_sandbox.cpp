@@ -56,7 +56,7 @@ LinuxSandbox::LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, Rec
     : config_(std::move(config)),
       record_(std::move(record)),
       key_(std::move(key)),
-      channel_(socket_path),
+      channel_(socket_path, from_hex(record_.control_secret)),
       init_pidfd_(std::move(init_pidfd)),
       environment_(base_environment(record_)),
       state_directory_(socket_path.parent_path()) {}

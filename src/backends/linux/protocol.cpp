@@ -9,21 +9,38 @@
 
 namespace airlock::linux_backend::protocol {
 
-std::string encode_header(Op op, std::uint32_t header_flags) {
+namespace {
+constexpr std::size_t kHeaderBytes = 8 + kSecretBytes;
+}  // namespace
+
+std::string encode_header(Op op, std::uint32_t header_flags, std::string_view secret) {
   wire::Writer writer;
   writer.u32(static_cast<std::uint32_t>(op));
   writer.u32(header_flags);
-  return writer.take();
+  std::string header = writer.take();
+  std::string padded(secret.substr(0, kSecretBytes));
+  padded.resize(kSecretBytes, '\0');
+  return header + padded;
 }
 
 bool split_request(const std::string& bytes, Op& op, std::uint32_t& header_flags,
-                   std::string& body) {
-  if (bytes.size() < 8) return false;
+                   std::string& secret, std::string& body) {
+  if (bytes.size() < kHeaderBytes) return false;
   wire::Reader reader(std::string_view(bytes).substr(0, 8));
   op = static_cast<Op>(reader.u32());
   header_flags = reader.u32();
-  body = bytes.substr(8);
+  secret = bytes.substr(8, kSecretBytes);
+  body = bytes.substr(kHeaderBytes);
   return reader.finished();
+}
+
+bool same_secret(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != kSecretBytes || b.size() != kSecretBytes) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < kSecretBytes; ++i) {
+    difference |= static_cast<unsigned char>(a[i] ^ b[i]);
+  }
+  return difference == 0;
 }
 
 std::string encode_exec(const ExecRequest& request) {

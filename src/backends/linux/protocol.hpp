@@ -2,6 +2,11 @@
 // `<state>/linux/<id>/control.sock` (SOCK_SEQPACKET: one message per request or reply, file
 // descriptors riding along with SCM_RIGHTS). One connection per request.
 //
+// Every request carries the sandbox's control secret (kSecretBytes random bytes, made when the
+// sandbox is created, kept in its record — mode 0600 in a 0700 directory — and in the init's
+// memory). The init answers nothing to a request without it: reaching the socket is not enough
+// to command a sandbox or take its root.
+//
 //   ping    → ok(version)
 //   root    → ok + fd: an O_PATH descriptor of the sandbox's root directory (the file plane)
 //   exec    → exited | queued_timeout | spawn_failed | error
@@ -16,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/linux/unique_fd.hpp"
@@ -26,6 +32,7 @@ inline constexpr std::uint32_t kVersion = 1;
 inline constexpr std::size_t kInlineLimit = 32 * 1024;
 inline constexpr std::size_t kMaxRequestBytes = 8u << 20;  // argv + env, like a generous ARG_MAX
 inline constexpr std::size_t kMaxFds = 4;
+inline constexpr std::size_t kSecretBytes = 32;
 
 enum class Op : std::uint32_t { ping = 1, root = 2, exec = 3, kill = 4 };
 enum class ReplyKind : std::uint32_t {
@@ -88,14 +95,17 @@ struct Reply {
   std::string message;        // error
 };
 
-std::string encode_header(Op op, std::uint32_t header_flags);
+// `secret` must be kSecretBytes long.
+std::string encode_header(Op op, std::uint32_t header_flags, std::string_view secret);
 std::string encode_exec(const ExecRequest& request);
 bool decode_exec(const std::string& body, ExecRequest& request);
 std::string encode_reply(const Reply& reply);
 bool decode_reply(const std::string& bytes, Reply& reply);
-// A request is a header (op, flags) followed by its body; returns false when malformed.
+// A request is a header (op, flags, secret) followed by its body; returns false when malformed.
 bool split_request(const std::string& bytes, Op& op, std::uint32_t& header_flags,
-                   std::string& body);
+                   std::string& secret, std::string& body);
+// Constant-time comparison of two secrets (false unless both are kSecretBytes long).
+bool same_secret(std::string_view a, std::string_view b) noexcept;
 
 // sendmsg with SCM_RIGHTS and MSG_NOSIGNAL. Returns 0 or an errno.
 int send_message(int socket, const std::string& bytes, const int* fds, std::size_t fd_count);

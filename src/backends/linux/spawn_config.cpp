@@ -8,6 +8,7 @@ std::string encode_spawn_config(const SpawnConfig& config) {
   wire::Writer writer;
   writer.bytes(config.instance_id);
   writer.u32(config.flags);
+  writer.bytes(config.control_secret);
   writer.u32(static_cast<std::uint32_t>(config.root_kind));
   writer.bytes(config.root_mount);
   writer.bytes(config.lower_dir);
@@ -39,6 +40,7 @@ bool decode_spawn_config(const std::string& bytes, SpawnConfig& config) {
   wire::Reader reader(bytes);
   config.instance_id = reader.bytes();
   config.flags = reader.u32();
+  config.control_secret = reader.bytes();
   config.root_kind = static_cast<RootKind>(reader.u32());
   config.root_mount = reader.bytes();
   config.lower_dir = reader.bytes();

@@ -42,6 +42,8 @@ struct ResourceLimit {
 struct SpawnConfig {
   std::string instance_id;
   std::uint32_t flags = 0;
+  // What every control request must carry (protocol::kSecretBytes bytes).
+  std::string control_secret;
 
   // The root filesystem (host paths, all created by the library).
   RootKind root_kind = RootKind::host;

@@ -18,7 +18,9 @@
 namespace airlock::linux_backend {
 namespace {
 
-constexpr int kRecordFormat = 1;
+// 2: records carry the control secret. Format 1 records are still read (so their sandboxes can
+// be disposed of) but never adopted.
+constexpr int kRecordFormat = 2;
 
 void make_private_directory(const std::filesystem::path& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -69,7 +71,8 @@ std::optional<RecordFile> StateStore::read(const std::string& id) const {
   text << file.rdbuf();
   try {
     const json::Json value = json::Json::parse(text.str());
-    if (value.value("format", 0) != kRecordFormat) return std::nullopt;
+    const int format = value.value("format", 0);
+    if (format != kRecordFormat && format != 1) return std::nullopt;
     RecordFile record;
     record.id = value.at("id").get<std::string>();
     record.instance_id = value.at("instance_id").get<std::string>();
@@ -86,6 +89,7 @@ std::optional<RecordFile> StateStore::read(const std::string& id) const {
     record.created_at_ms = value.at("created_at_ms").get<std::int64_t>();
     record.uid_base = value.at("uid_base").get<std::uint32_t>();
     record.privileged = value.at("privileged").get<bool>();
+    if (format >= 2) record.control_secret = value.at("control_secret").get<std::string>();
     return record;
   } catch (const std::exception&) {
     return std::nullopt;  // unreadable: treated as leftovers without a record
@@ -111,6 +115,7 @@ void StateStore::write(const RecordFile& record) const {
       {"created_at_ms", record.created_at_ms},
       {"uid_base", record.uid_base},
       {"privileged", record.privileged},
+      {"control_secret", record.control_secret},
   };
   const std::filesystem::path directory = sandbox_dir(record.id);
   const std::filesystem::path temporary = directory / ("record.json." + random_hex(4));
@@ -182,24 +187,48 @@ UniqueFd open_verified_init(const RecordFile& record) {
   return pidfd;
 }
 
-std::string random_hex(std::size_t bytes) {
-  std::string raw(bytes, '\0');
+std::string random_bytes(std::size_t count) {
+  std::string raw(count, '\0');
   std::size_t done = 0;
-  while (done < bytes) {
-    const ssize_t got = ::getrandom(raw.data() + done, bytes - done, 0);
+  while (done < count) {
+    const ssize_t got = ::getrandom(raw.data() + done, count - done, 0);
     if (got < 0) {
       if (errno == EINTR) continue;
       throw SystemError("getrandom failed", errno);
     }
     done += static_cast<std::size_t>(got);
   }
+  return raw;
+}
+
+std::string to_hex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  for (unsigned char byte : raw) {
+  out.reserve(bytes.size() * 2);
+  for (unsigned char byte : bytes) {
     out += kHex[byte >> 4];
     out += kHex[byte & 15];
   }
   return out;
 }
+
+std::string from_hex(std::string_view hex) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return {};
+  std::string out;
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int high = digit(hex[i]);
+    const int low = digit(hex[i + 1]);
+    if (high < 0 || low < 0) return {};
+    out += static_cast<char>(high * 16 + low);
+  }
+  return out;
+}
+
+std::string random_hex(std::size_t bytes) { return to_hex(random_bytes(bytes)); }
 
 }  // namespace airlock::linux_backend

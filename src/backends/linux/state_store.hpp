@@ -27,6 +27,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/linux/unique_fd.hpp"
@@ -49,6 +50,9 @@ struct RecordFile {
   std::int64_t created_at_ms = 0;     // Unix time
   std::uint32_t uid_base = 0;
   bool privileged = false;
+  // Hex of the bytes every control request must carry. Empty in records written before the
+  // secret existed: such a sandbox can be disposed of, never adopted.
+  std::string control_secret;
 };
 
 class StateStore {
@@ -82,6 +86,10 @@ bool init_is_alive(const RecordFile& record);
 // cannot name a process that reused the pid). Invalid when the init is gone.
 UniqueFd open_verified_init(const RecordFile& record);
 
+std::string random_bytes(std::size_t count);
 std::string random_hex(std::size_t bytes);
+std::string to_hex(std::string_view bytes);
+// The bytes of a hex string; empty when it is not one.
+std::string from_hex(std::string_view hex);
 
 }  // namespace airlock::linux_backend

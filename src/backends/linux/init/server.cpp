@@ -161,11 +161,12 @@ void Server::read_request(Connection& connection) {
   }
   protocol::Op op{};
   std::uint32_t header_flags = 0;
+  std::string secret;
   std::string body;
-  if (!protocol::split_request(bytes, op, header_flags, body)) {
-    Reply answer;
-    answer.message = "malformed request";
-    reply(connection, answer);
+  if (!protocol::split_request(bytes, op, header_flags, secret, body) ||
+      !protocol::same_secret(secret, config_.control_secret)) {
+    // Malformed, or not from the sandbox's owner: no answer at all, not even an error.
+    connection.state = Connection::State::replied;
     return;
   }
   if ((header_flags & protocol::kBodyInMemfd) != 0) {
@@ -467,8 +468,11 @@ void Server::read_while_active(Connection& connection) {
   if (received == -EAGAIN) return;
   protocol::Op op{};
   std::uint32_t header_flags = 0;
+  std::string secret;
   std::string body;
-  const bool kill_request = received > 0 && protocol::split_request(bytes, op, header_flags, body) &&
+  const bool kill_request = received > 0 &&
+                            protocol::split_request(bytes, op, header_flags, secret, body) &&
+                            protocol::same_secret(secret, config_.control_secret) &&
                             op == protocol::Op::kill;
   if (received > 0 && !kill_request) return;  // anything else mid-command is ignored
   // A kill request, or the host hung up: either way nobody wants this command any more.
