@@ -74,6 +74,9 @@ struct ResourceLimits {
   std::optional<std::uint64_t> memory_bytes;
   std::optional<std::uint64_t> pids;
   std::optional<std::uint64_t> cpu_millis;  // 1000 = one CPU
+  // What the guest may write in all (its work dir, /tmp, image writes, …), files and inodes; a
+  // backend that cannot bound it refuses a spec that sets it.
+  std::optional<std::uint64_t> disk_bytes;
   friend bool operator==(const ResourceLimits&, const ResourceLimits&) = default;
 };
 

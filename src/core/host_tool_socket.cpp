@@ -54,27 +54,43 @@ namespace {
 // and blocks no other caller.
 class SocketChannelServer {
  public:
-  SocketChannelServer(HostToolRun& run, std::string path) : run_(run), path_(std::move(path)) {
+  // `directory` may itself be a /proc/self/fd/N name (a backend whose channel directory no host
+  // path reaches): it is opened once here and the socket is named through this server's own
+  // descriptor, so the socket's path stays valid for exactly as long as the server lives.
+  SocketChannelServer(HostToolRun& run, const std::string& directory, const std::string& name)
+      : run_(run) {
+    directory_ = ::open(directory.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (directory_ < 0) {
+      throw SystemError("the host-tool channel's directory could not be opened", errno);
+    }
+    path_ = "/proc/self/fd/" + std::to_string(directory_) + "/" + name;
     sockaddr_un address{};
     address.sun_family = AF_UNIX;
     if (path_.size() >= sizeof(address.sun_path)) {
+      ::close(directory_);
       throw BackendError("the host-tool socket path is too long for a unix socket");
     }
     std::memcpy(address.sun_path, path_.c_str(), path_.size() + 1);
     listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener_ < 0) throw SystemError("socket() for the host-tool channel failed", errno);
+    if (listener_ < 0) {
+      const int error = errno;
+      ::close(directory_);
+      throw SystemError("socket() for the host-tool channel failed", error);
+    }
     ::unlink(path_.c_str());
     if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
         ::chmod(path_.c_str(), 0666) != 0 || ::listen(listener_, 16) != 0) {
       const int error = errno;
       ::close(listener_);
       ::unlink(path_.c_str());
+      ::close(directory_);
       throw SystemError("the host-tool channel could not listen", error);
     }
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
       const int error = errno;
       ::close(listener_);
       ::unlink(path_.c_str());
+      ::close(directory_);
       throw SystemError("pipe2() for the host-tool channel failed", error);
     }
     thread_ = std::jthread([this] { serve(); });
@@ -90,6 +106,7 @@ class SocketChannelServer {
     ::close(wake_[0]);
     ::close(wake_[1]);
     ::unlink(path_.c_str());
+    ::close(directory_);
   }
 
   SocketChannelServer(const SocketChannelServer&) = delete;
@@ -176,6 +193,7 @@ class SocketChannelServer {
 
   static constexpr std::size_t kMaxConnections = 64;
   HostToolRun& run_;
+  int directory_ = -1;
   std::string path_;
   int listener_ = -1;
   int wake_[2] = {-1, -1};
@@ -210,7 +228,7 @@ ExecResult run_over_socket(Sandbox& sandbox, HostToolRun& run, const GuestRunLay
     const GuestRunLayout& layout;
     ~TransportRemoval() { remove_transport(sandbox, layout); }
   } removal{sandbox, layout};
-  SocketChannelServer server(run, channel.host_directory + "/" + name);
+  SocketChannelServer server(run, channel.host_directory, name);
 
   const std::string tools = layout.shim.substr(0, layout.shim.rfind('/'));
   ExecOptions exec;

@@ -298,6 +298,9 @@ SandboxSpec parse_spec(const Json& value, std::string_view where) {
     if (const Json* leg = resources.optional("cpu_millis")) {
       fields.resources.cpu_millis = resources.count("cpu_millis", *leg);
     }
+    if (const Json* leg = resources.optional("disk_bytes")) {
+      fields.resources.disk_bytes = resources.count("disk_bytes", *leg);
+    }
     resources.refuse_unknown();
   }
   reader.refuse_unknown();
@@ -311,6 +314,7 @@ Json to_json(const SandboxSpec& spec) {
   if (spec.resources().memory_bytes) resources["memory_bytes"] = *spec.resources().memory_bytes;
   if (spec.resources().pids) resources["pids"] = *spec.resources().pids;
   if (spec.resources().cpu_millis) resources["cpu_millis"] = *spec.resources().cpu_millis;
+  if (spec.resources().disk_bytes) resources["disk_bytes"] = *spec.resources().disk_bytes;
   return Json{{"kind", spec.kind()},
               {"image", optional_string(spec.image())},
               {"image_id", optional_string(spec.image_id())},

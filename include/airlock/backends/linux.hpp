@@ -85,8 +85,13 @@ struct LinuxBackendConfig {
   std::filesystem::path image_store;
   // As root: guest ids 0..65535 map to uid_base..uid_base+65535 (same base for gids).
   std::uint32_t uid_base = 1'000'000'000;
-  // Limits for a spec whose `resources` leave a leg unset. nullopt = no limit on that leg.
-  ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt};
+  // Limits for a spec whose `resources` leave a leg unset. nullopt = no limit on that leg
+  // (disk_bytes cannot be unlimited: everything a guest writes lives in one bounded store).
+  ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt,
+                                   std::uint64_t{1} << 30};
+  // Ceiling on the ptys one sandbox may hold (its devpts instance's `max=`): the kernel's pool
+  // (kernel.pty.max, less the host's reserve) is shared by every sandbox.
+  std::uint32_t max_ptys = 64;
   // Commands running at once per sandbox; more wait their turn (and a deadline that passes
   // while waiting raises QueuedTimeout). run_code is additionally one program at a time.
   std::uint32_t max_concurrent_commands = 16;

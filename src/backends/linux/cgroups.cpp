@@ -219,7 +219,7 @@ void write_limits(const CgroupLayout& layout, const std::string& directory,
 }  // namespace
 
 void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& planned,
-                             const ResourceLimits& limits, uid_t guest_root) {
+                             const ResourceLimits& limits) {
   std::vector<std::string> made;
   try {
     for (const auto& directory : planned.directories) {
@@ -243,22 +243,23 @@ void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& 
           }
         }
         if (!enable.empty()) write_small_file(parent + "/cgroup.subtree_control", enable);
-        if (directory == planned.command_parent) {
-          // Delegation: the init (the guest root on the host) makes and fills leaves here.
-          for (const char* file :
-               {"", "/cgroup.procs", "/cgroup.threads", "/cgroup.subtree_control"}) {
-            if (::chown((directory + file).c_str(), guest_root, guest_root) != 0) {
-              throw BackendError("the sandbox's cgroups could not be set up",
-                                 "delegate " + directory + ": " + std::strerror(errno));
-            }
-          }
-        }
       }
       write_limits(layout, directory, limits);
     }
   } catch (...) {
     destroy_cgroups(made, std::chrono::milliseconds(1000));
     throw;
+  }
+}
+
+void delegate_instance_cgroups(const InstanceCgroups& planned, uid_t guest_root) {
+  if (planned.command_parent.empty()) return;
+  const std::string& directory = planned.command_parent;
+  for (const char* file : {"", "/cgroup.procs", "/cgroup.threads", "/cgroup.subtree_control"}) {
+    if (::chown((directory + file).c_str(), guest_root, guest_root) != 0) {
+      throw BackendError("the sandbox's cgroups could not be set up",
+                         "delegate " + directory + ": " + std::strerror(errno));
+    }
   }
 }
 

@@ -44,11 +44,14 @@ struct InstanceCgroups {
 InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::string& instance_id,
                                       const ResourceLimits& limits, bool per_command);
 
-// Creates the planned cgroups and writes the limits. `guest_root` is handed the v2 directory
-// (delegation) when per-command leaves are planned. Throws BackendError (after removing what it
+// Creates the planned cgroups and writes the limits. Throws BackendError (after removing what it
 // made) on failure.
 void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& planned,
-                             const ResourceLimits& limits, uid_t guest_root);
+                             const ResourceLimits& limits);
+
+// Hands the v2 directory for per-command leaves (when planned) to `guest_root`: the init, as the
+// guest's root, makes and fills the leaves there. Throws BackendError.
+void delegate_instance_cgroups(const InstanceCgroups& planned, uid_t guest_root);
 
 // Writes `limits` into cgroups made by create_instance_cgroups (for a set of limits that plans
 // the same directories). Throws BackendError.

@@ -114,7 +114,7 @@ bool ControlChannel::ping() const noexcept {
   }
 }
 
-UniqueFd ControlChannel::fetch_root() const {
+ControlChannel::Roots ControlChannel::fetch_roots() const {
   UniqueFd socket = connect();
   if (const int error = protocol::send_message(
           socket.get(), protocol::encode_header(protocol::Op::root, 0, secret_), nullptr, 0);
@@ -126,10 +126,10 @@ UniqueFd ControlChannel::fetch_root() const {
   const long received = protocol::receive_message(socket.get(), bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
-      reply.kind != protocol::ReplyKind::ok || fds.size() != 1) {
+      reply.kind != protocol::ReplyKind::ok || fds.size() != 2) {
     throw BackendError("the sandbox's init did not hand over its root", "root request");
   }
-  return std::move(fds.front());
+  return Roots{std::move(fds[0]), std::move(fds[1])};
 }
 
 ExecResult ControlChannel::exec(const ExecPlan& plan) const {

@@ -42,8 +42,13 @@ class ControlChannel {
   // A fresh connection; BackendError when the init is not there (disposed, or dead).
   UniqueFd connect() const;
   bool ping() const noexcept;
-  // An O_PATH descriptor of the sandbox's root directory.
-  UniqueFd fetch_root() const;
+  // O_PATH descriptors of the sandbox's root directory and of its host-tools directory (on the
+  // read-write storage; guests see it read-only at /run/airlock-host-tools).
+  struct Roots {
+    UniqueFd root;
+    UniqueFd host_tools;
+  };
+  Roots fetch_roots() const;
   // Runs one command, streaming its output into the result under the plan's ceilings. Raises
   // Timeout (deadline or cancellation; says whether the kill was confirmed), QueuedTimeout,
   // ExecOutputLimitExceeded, NotFound/NotADirectory (working directory), BackendError.

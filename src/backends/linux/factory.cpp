@@ -31,6 +31,12 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       parsed.default_resources.pids = config_fields::optional_count(value, path);
     } else if (field == "cpu_millis") {
       parsed.default_resources.cpu_millis = config_fields::optional_count(value, path);
+    } else if (field == "disk_bytes") {
+      parsed.default_resources.disk_bytes = config_fields::count(value, path);
+    } else if (field == "max_ptys") {
+      const std::uint64_t ptys = config_fields::count(value, path);
+      if (ptys == 0 || ptys > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
+      parsed.max_ptys = static_cast<std::uint32_t>(ptys);
     } else if (field == "max_concurrent_commands") {
       const std::uint64_t slots = config_fields::count(value, path);
       if (slots == 0 || slots > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
@@ -69,7 +75,8 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       throw InvalidArgument(path +
                                 ": unknown field (known: state_dir, default_image, image_store, "
                                 "uid_base, "
-                                "memory_bytes, pids, cpu_millis, max_concurrent_commands, "
+                                "memory_bytes, pids, cpu_millis, disk_bytes, max_ptys, "
+                                "max_concurrent_commands, "
                                 "init_path, output_ceiling_bytes, start_timeout_ms, "
                                 "per_command_cgroups, standby, limits, egress_ports, "
                                 "egress_allow_nonglobal_for_tests)",

@@ -7,18 +7,6 @@
 #include "airlock/images.hpp"
 
 namespace airlock::linux_backend {
-namespace {
-
-// The overlay's mount options are comma- and colon-separated: such a path cannot be named.
-void check_overlay_safe(const std::string& path, std::string_view reference) {
-  if (path.find_first_of(",:\\\n") != std::string::npos) {
-    throw InvalidArgument("image '" + std::string(reference) +
-                              "': its rootfs path may not contain ',', ':', '\\' or a newline",
-                          "image");
-  }
-}
-
-}  // namespace
 
 ResolvedImage resolve_image(std::string_view reference, const ImageStoreLocation& store) {
   ResolvedImage image;
@@ -28,7 +16,6 @@ ResolvedImage resolve_image(std::string_view reference, const ImageStoreLocation
     return image;
   }
   if (!reference.empty() && reference.front() == '/') {
-    check_overlay_safe(std::string(reference), reference);
     struct stat info {};
     if (::stat(std::string(reference).c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
       throw InvalidArgument("image '" + std::string(reference) +
@@ -44,7 +31,6 @@ ResolvedImage resolve_image(std::string_view reference, const ImageStoreLocation
   const images::ImageStore images(store.root,
                                   images::OwnershipMap::for_current_process(store.uid_base));
   images::ImagePin pin = images.pin(reference);
-  check_overlay_safe(pin.image().rootfs.string(), reference);
   // The pin is a shared flock held through an open file description: a duplicate carries it
   // into the sandbox's init, which holds it for exactly as long as the sandbox lives.
   image.pin.reset(::fcntl(pin.fd(), F_DUPFD_CLOEXEC, 0));

@@ -106,12 +106,13 @@ std::filesystem::path locate_init(const std::filesystem::path& configured) {
 }
 
 LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConfig& config,
-                         int control_listener, std::optional<int> image_pin,
-                         std::chrono::milliseconds timeout) {
+                         const InitDescriptors& descriptors, std::chrono::milliseconds timeout) {
   MonitorHandoff handoff = prepare_handoff(config);
-  UniqueFd listener = above_targets(control_listener);
+  UniqueFd listener = above_targets(descriptors.control_listener);
   UniqueFd pin;
-  if (image_pin) pin = above_targets(*image_pin);
+  if (descriptors.image_pin) pin = above_targets(*descriptors.image_pin);
+  UniqueFd slot;
+  if (descriptors.id_slot) slot = above_targets(*descriptors.id_slot);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -124,6 +125,7 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   posix_spawn_file_actions_adddup2(&actions, handoff.status_write.get(), kStatusFd);
   posix_spawn_file_actions_adddup2(&actions, listener.get(), kControlFd);
   if (pin) posix_spawn_file_actions_adddup2(&actions, pin.get(), kImagePinFd);
+  if (slot) posix_spawn_file_actions_adddup2(&actions, slot.get(), kIdSlotFd);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;
@@ -147,6 +149,7 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   handoff.config.reset();
   listener.reset();
   pin.reset();
+  slot.reset();
   if (spawn_error != 0) launch_failed("spawning airlock-init", spawn_error, program);
   return await_init(handoff.status_read.get(), monitor, timeout);
 }

@@ -24,14 +24,18 @@ struct LaunchedInit {
   std::uint64_t start_time = 0;   // /proc/<pid>/stat field 22
 };
 
-// Spawns airlock-init with `config`, the listening control socket and (optionally) an image pin,
-// and waits until the sandbox's init is ready. Throws BackendError naming the step that failed;
-// whatever was started is killed first (cgroups and directories are the caller's to remove).
-// `on_pid` is called as soon as the init's pid is known (to record it before anything else can
-// go wrong).
+// What the caller hands a monitor besides its configuration and status pipe (all borrowed).
+struct InitDescriptors {
+  int control_listener = -1;     // placed at kControlFd
+  std::optional<int> image_pin;  // kImagePinFd
+  std::optional<int> id_slot;    // kIdSlotFd
+};
+
+// Spawns airlock-init with `config` and `descriptors`, and waits until the sandbox's init is
+// ready. Throws BackendError naming the step that failed; whatever was started is killed first
+// (cgroups and directories are the caller's to remove).
 LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConfig& config,
-                         int control_listener, std::optional<int> image_pin,
-                         std::chrono::milliseconds timeout);
+                         const InitDescriptors& descriptors, std::chrono::milliseconds timeout);
 
 // The descriptors a monitor needs for one sandbox: the configuration (a memfd) and the status
 // pipe, made here; the control listener and the image pin, the caller's.

@@ -10,12 +10,15 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/linux/control_channel.hpp"
+#include "backends/linux/id_slots.hpp"
 #include "backends/linux/launcher.hpp"
 #include "backends/linux/protocol.hpp"
 #include "backends/linux/seccomp_policy.hpp"
@@ -26,6 +29,7 @@ namespace airlock::linux_backend {
 namespace {
 
 constexpr auto kKillPatience = std::chrono::seconds(10);
+constexpr std::uint64_t kLockedBytesPerProcess = std::uint64_t{16} << 20;
 
 std::int64_t unix_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -33,17 +37,11 @@ std::int64_t unix_now_ms() {
       .count();
 }
 
+// A new directory of exactly `mode`, whatever this process's umask.
 void make_directory(const std::filesystem::path& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) != 0) {
+  if (::mkdir(path.c_str(), 0700) != 0 || ::chmod(path.c_str(), mode) != 0) {
     throw BackendError("the sandbox's state could not be created",
                        path.string() + ": " + std::strerror(errno));
-  }
-}
-
-void hand_to_guest(const std::filesystem::path& path, uid_t owner) {
-  if (::chown(path.c_str(), owner, owner) != 0) {
-    throw BackendError("the sandbox's state could not be created",
-                       "chown " + path.string() + ": " + std::strerror(errno));
   }
 }
 
@@ -62,25 +60,72 @@ bool matches_labels(const RecordFile& record, const std::map<std::string, std::s
   return true;
 }
 
+// What every command runs under. RLIMIT_MEMLOCK bounds what one process may pin (locked pages
+// are charged to the sandbox's memory cgroup as well).
 std::vector<ResourceLimit> guest_resource_limits() {
-  struct rlimit current {};
-  ::getrlimit(RLIMIT_NOFILE, &current);
-  const std::uint64_t files = std::min<std::uint64_t>(4096, current.rlim_max);
-  return {
+  // A hard limit can only be lowered: never ask for more than this process has.
+  auto at_most = [](int resource, std::uint64_t wanted) {
+    struct rlimit current {};
+    ::getrlimit(resource, &current);
+    return current.rlim_max == RLIM_INFINITY ? wanted
+                                             : std::min<std::uint64_t>(wanted, current.rlim_max);
+  };
+  const std::uint64_t files = at_most(RLIMIT_NOFILE, 4096);
+  const std::uint64_t locked = at_most(RLIMIT_MEMLOCK, kLockedBytesPerProcess);
+  std::vector<ResourceLimit> limits{
       {static_cast<std::uint32_t>(RLIMIT_CORE), 0, 0},
       {static_cast<std::uint32_t>(RLIMIT_NOFILE), files, files},
+      {static_cast<std::uint32_t>(RLIMIT_MEMLOCK), locked, locked},
   };
+  return limits;
 }
 
-// With image "host", the work dir must be makeable: under /tmp or /run (private tmpfs), under a
-// first component the host root lacks (a scratch tmpfs), or an existing host directory reached
-// without links (covered by the work storage). Anything else would need a new directory in the
-// read-only host root.
+// The ceilings the init writes into its own user namespace (/proc/sys/user). No namespace of
+// any kind is made inside (the filter refuses it too: two locks). Unprivileged, every sandbox's
+// namespace is created by the calling user, so what they hold in that user's inotify pool is
+// shared with the user's own processes: each sandbox gets a quarter of it at most.
+std::vector<NamespaceLimit> namespace_limits(bool privileged) {
+  std::vector<NamespaceLimit> limits;
+  for (const char* kind : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"}) {
+    limits.push_back({std::string("max_") + kind + "_namespaces", 0});
+  }
+  if (!privileged) {
+    auto quarter = [](const char* path, std::uint64_t fallback) {
+      std::ifstream file(path);
+      std::uint64_t value = 0;
+      if (!(file >> value) || value == 0) value = fallback;
+      return std::max<std::uint64_t>(1, value / 4);
+    };
+    limits.push_back({"max_inotify_instances",
+                      quarter("/proc/sys/fs/inotify/max_user_instances", 128)});
+    limits.push_back({"max_inotify_watches",
+                      quarter("/proc/sys/fs/inotify/max_user_watches", 8192)});
+  }
+  return limits;
+}
+
+// One inode per 4 KiB of storage, at least 4096: small files are the common case (a node_modules
+// tree), and an inode costs kernel memory the sandbox's memory cgroup is charged for.
+std::uint64_t storage_inodes(std::uint64_t storage_bytes) {
+  return std::max<std::uint64_t>(4096, storage_bytes / 4096);
+}
+
+bool is_host_root_directory(const std::string& name) {
+  for (const char* shown : kHostRootDirectories) {
+    if (name == shown) return true;
+  }
+  return false;
+}
+
+// With image "host", the work dir must be makeable: under /tmp or /run (the sandbox's own),
+// under a first component the shown host root lacks (made in the root's tmpfs), or an existing
+// host directory under a shown one, reached without links (covered by the work storage).
+// Anything else would need a new directory in the read-only host root.
 void check_host_work_dir(const std::string& work_dir) {
   const std::string first = work_dir.substr(1, work_dir.find('/', 1) - 1);
   if (first == "tmp" || first == "run") return;
   struct stat info {};
-  if (::lstat(("/" + first).c_str(), &info) != 0) return;
+  if (!is_host_root_directory(first) || ::lstat(("/" + first).c_str(), &info) != 0) return;
   std::string prefix;
   std::size_t start = 1;
   while (start <= work_dir.size()) {
@@ -92,8 +137,8 @@ void check_host_work_dir(const std::string& work_dir) {
       throw InvalidArgument("work_dir '" + work_dir + "': " + prefix +
                                 " does not exist and cannot be made, because the host root is "
                                 "read-only in an image \"host\" sandbox; use a work dir whose "
-                                "first component the host lacks (the default /maf-sandbox/work), "
-                                "or one under /tmp",
+                                "first component the host root shown to the guest lacks (the "
+                                "default /maf-sandbox/work), or one under /tmp",
                             "work_dir");
     }
     if (S_ISLNK(info.st_mode)) {
@@ -108,7 +153,39 @@ void check_host_work_dir(const std::string& work_dir) {
   }
 }
 
+// Kernel memory one open file costs while a mapping holds it after its descriptor is closed
+// (struct file and its vm_area_struct, both charged to the memory cgroup): ~400 bytes measured
+// on 6.18; the figure below is lower on purpose, so the count it gives errs high.
+constexpr std::uint64_t kKernelBytesPerHeldFile = 320;
+
+std::uint64_t host_file_max() {
+  std::ifstream file("/proc/sys/fs/file-max");
+  std::uint64_t value = 0;
+  if (!(file >> value)) return std::numeric_limits<std::uint64_t>::max();
+  return value;
+}
+
 }  // namespace
+
+void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint64_t file_max) {
+  // Descriptors are bounded by RLIMIT_NOFILE, but a file mapped and closed stays open without
+  // one, and the only bound on those is the memory the kernel spends on them. A sandbox whose
+  // memory limit could hold more than half of the host's file table could make every other
+  // process's open() fail (ENFILE): refused, saying how to fix the host.
+  if (!memory_bytes) return;  // no memory limit: nothing of the host is promised (see docs)
+  const std::uint64_t held = *memory_bytes / kKernelBytesPerHeldFile;
+  if (held <= file_max / 2) return;
+  const std::uint64_t most = (file_max / 2) * kKernelBytesPerHeldFile;
+  throw InvalidArgument(
+      "resources.memory_bytes: a sandbox with " + std::to_string(*memory_bytes) +
+          " bytes of memory could keep up to " + std::to_string(held) +
+          " files open, more than half of this host's file table (fs.file-max = " +
+          std::to_string(file_max) +
+          "), and so make open() fail for every other process and sandbox; raise the table "
+          "(sysctl -w fs.file-max=9223372036854775807, systemd's default) or ask for at most " +
+          std::to_string(most) + " bytes",
+      "resources.memory_bytes");
+}
 
 LinuxBackend::LinuxBackend(LinuxBackendConfig config)
     : config_(std::make_shared<const LinuxBackendConfig>(std::move(config))),
@@ -221,6 +298,17 @@ std::shared_ptr<std::mutex> LinuxBackend::identity_mutex(const std::string& id) 
 ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const {
   const ResourceLimits& asked = spec.resources();
   const ResourceLimits& defaults = config_->default_resources;
+  // The storage bound is a tmpfs size: enforced the same way as root or not.
+  const std::optional<std::uint64_t> disk = asked.disk_bytes ? asked.disk_bytes : defaults.disk_bytes;
+  if (!disk) {
+    throw InvalidArgument("resources.disk_bytes: the linux backend keeps everything a guest "
+                          "writes in a bounded store, so it needs a size (the config's "
+                          "disk_bytes is null and the spec names none)",
+                          "resources.disk_bytes");
+  }
+  if (*disk < (std::uint64_t{1} << 20)) {
+    throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
+  }
   if (!privileged_) {
     if (asked.memory_bytes || asked.pids || asked.cpu_millis) {
       throw InvalidArgument(
@@ -228,9 +316,12 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
           "need root; this process is not root, so a spec that asks for limits is refused",
           "resources");
     }
-    return {};
+    ResourceLimits limits;
+    limits.disk_bytes = disk;
+    return limits;
   }
   ResourceLimits limits;
+  limits.disk_bytes = disk;
   limits.memory_bytes = asked.memory_bytes ? asked.memory_bytes : defaults.memory_bytes;
   limits.pids = asked.pids ? asked.pids : defaults.pids;
   limits.cpu_millis = asked.cpu_millis ? asked.cpu_millis : defaults.cpu_millis;
@@ -252,6 +343,7 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
   if (limits.cpu_millis && *limits.cpu_millis < 10) {
     throw InvalidArgument("resources.cpu_millis: at least 10", "resources.cpu_millis");
   }
+  check_file_table_share(limits.memory_bytes, host_file_max());
   return limits;
 }
 
@@ -340,6 +432,12 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   if (image.kind == RootKind::host) check_host_work_dir(work_dir);
   const std::string& filter = seccomp_filter();
   const std::filesystem::path& helper = init_path();
+  // Every range of ids is a sandbox's own (id_slots.hpp), claimed before anything exists and
+  // held by the init from its start; released by the kernel whenever this attempt fails.
+  std::optional<IdSlot> slot;
+  if (privileged_) slot = claim_id_slot(default_id_slot_directory(), config_->uid_base);
+  const std::uint32_t guest_root =
+      slot ? slot->base : static_cast<std::uint32_t>(::geteuid());
 
   RecordFile record;
   record.id = id;
@@ -353,7 +451,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   record.boot_id = current_boot_id();
   record.created_at_ms = unix_now_ms();
   record.privileged = privileged_;
-  record.uid_base = privileged_ ? config_->uid_base : static_cast<std::uint32_t>(::geteuid());
+  record.uid_base = guest_root;
   const std::string secret = random_bytes(protocol::kSecretBytes);
   record.control_secret = to_hex(secret);
   InstanceCgroups cgroups;
@@ -368,57 +466,47 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   }
   record.cgroups = cgroups.directories;
 
-  make_directory(directory, 0700);
+  // 0711: no other host user may list it, and the init — which walks beneath it by descriptor
+  // as the guest's host uid — may pass through it to what it was handed.
+  make_directory(directory, 0711);
   try {
     store_.write(record);  // first: whatever happens next, purge can find it
     if (standby) {
       standby->forget_record();  // the sandbox's record names the cgroups now
       if (privileged_) apply_instance_limits(layout_, cgroups, resources);
     } else if (privileged_) {
-      create_instance_cgroups(layout_, cgroups, resources, config_->uid_base);
+      create_instance_cgroups(layout_, cgroups, resources);
     }
+    if (privileged_) delegate_instance_cgroups(cgroups, guest_root);
 
     SpawnConfig config;
     config.instance_id = record.instance_id;
     config.control_secret = secret;
-    config.root_mount = (directory / "root").string();
-    make_directory(config.root_mount, 0755);
+    config.sandbox_dir = directory.string();
+    make_directory(directory / "root", 0755);
+    make_directory(directory / "storage", 0700);
     config.root_kind = image.kind;
     config.guest_work_dir = work_dir;
+    config.storage_bytes = *resources.disk_bytes;
+    config.storage_inodes = storage_inodes(*resources.disk_bytes);
+    config.max_ptys = config_->max_ptys;
     if (image.kind == RootKind::host) {
-      config.work_storage = (directory / "work").string();
-      make_directory(config.work_storage, 0755);
-      if (privileged_) hand_to_guest(config.work_storage, config_->uid_base);
       config.hidden_paths.push_back(store_.base().parent_path().string());
     } else {
       config.lower_dir = image.rootfs.string();
-      config.upper_dir = (directory / "overlay-upper").string();
-      config.overlay_work_dir = (directory / "overlay-work").string();
-      make_directory(config.upper_dir, 0755);
-      make_directory(config.overlay_work_dir, 0700);
-      // The merged "/" takes the upper directory's owner and mode: make them the image's own.
-      struct stat lower {};
-      if (::stat(config.lower_dir.c_str(), &lower) == 0) {
-        if (::chown(config.upper_dir.c_str(), lower.st_uid, lower.st_gid) != 0 ||
-            ::chmod(config.upper_dir.c_str(), lower.st_mode & 07777) != 0) {
-          throw BackendError("the sandbox's state could not be created",
-                             "overlay upper: " + std::string(std::strerror(errno)));
-        }
-      }
+      // Image content is owned by uid_base+k (the store's ownership map, and how a rootfs
+      // directory for guests is made): shown to this sandbox as its own ids.
+      if (privileged_) config.image_uid_base = config_->uid_base;
     }
-    // Where host-tool runs put their listening sockets (see LinuxSandbox::socket_channel).
-    config.host_tools_dir = (directory / "host-tools").string();
-    make_directory(config.host_tools_dir, 0755);
     if (spec.egress() == Egress::allowlist) {
       config.flags |= kEgressBridge;
-      config.egress_dir = (directory / "egress").string();
-      make_directory(config.egress_dir, 0755);
+      make_directory(directory / "egress", 0711);
     }
     if (privileged_) {
-      config.flags |= kMapFullRange;
-      config.uid_base = config_->uid_base;
-      config.gid_base = config_->uid_base;
-      config.id_count = 65536;
+      config.flags |= kMapFullRange | kHasIdSlot;
+      config.uid_base = guest_root;
+      config.gid_base = guest_root;
+      config.id_count = kIdsPerSandbox;
       config.cgroup_procs = cgroups.procs_files;
       config.command_cgroup = cgroups.command_parent;
     } else {
@@ -426,21 +514,26 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
       config.gid_base = static_cast<std::uint32_t>(::getegid());
       config.id_count = 1;
     }
+    config.namespace_limits = namespace_limits(privileged_);
     config.max_commands = config_->max_concurrent_commands;
     config.seccomp_filter = filter;
     config.resource_limits = guest_resource_limits();
 
     UniqueFd listener = listen_control_socket(directory / "control.sock");
-    std::optional<int> pin;
-    if (image.pin) pin = image.pin.get();
-    if (pin) config.flags |= kHasImagePin;
+    InitDescriptors descriptors;
+    descriptors.control_listener = listener.get();
+    if (image.pin) {
+      config.flags |= kHasImagePin;
+      descriptors.image_pin = image.pin.get();
+    }
+    if (slot) descriptors.id_slot = slot->lock.get();
     std::optional<LaunchedInit> launched;
     if (standby && standby->usable()) {
-      launched = standby->claim(config, listener.get(), pin, config_->start_timeout);
+      launched = standby->claim(config, descriptors, config_->start_timeout);
     } else {
       // No standby (or it died): start a monitor now; it joins the same cgroups itself.
       standby.reset();
-      launched = launch_init(helper, config, listener.get(), pin, config_->start_timeout);
+      launched = launch_init(helper, config, descriptors, config_->start_timeout);
     }
     record.init_pid = launched->pid;
     record.init_start_time = launched->start_time;

@@ -19,6 +19,10 @@
 
 namespace airlock::linux_backend {
 
+// Refuses (InvalidArgument naming resources.memory_bytes and the sysctl to raise) a memory limit
+// under which one sandbox could keep more than half of the host's file table (`file_max`) open.
+void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint64_t file_max);
+
 class LinuxBackend final : public SandboxBackend {
  public:
   explicit LinuxBackend(LinuxBackendConfig config);

@@ -73,8 +73,7 @@ bool LinuxSandbox::is_live() const noexcept {
 void LinuxSandbox::mark_disposed() noexcept {
   disposed_.store(true);
   std::lock_guard lock(root_mutex_);
-  root_.reset();
-  host_tools_.reset();
+  roots_.reset();
 }
 
 void LinuxSandbox::refuse_when_gone() const {
@@ -84,60 +83,57 @@ void LinuxSandbox::refuse_when_gone() const {
   }
 }
 
-FilePlane LinuxSandbox::plane() const {
+std::shared_ptr<const LinuxSandbox::Roots> LinuxSandbox::roots() const {
   refuse_when_gone();
   std::lock_guard lock(root_mutex_);
-  if (!root_) root_ = channel_.fetch_root();
-  return FilePlane(root_.get(), record_.uid_base, record_.uid_base, record_.privileged,
-                   config_->limits.files_in.max_bytes_per_file);
+  if (!roots_) {
+    ControlChannel::Roots fetched = channel_.fetch_roots();
+    roots_ = std::make_shared<const Roots>(
+        Roots{std::move(fetched.root), std::move(fetched.host_tools)});
+  }
+  return roots_;
+}
+
+LinuxSandbox::BoundPlane LinuxSandbox::plane() const {
+  std::shared_ptr<const Roots> held = roots();
+  const int root = held->root.get();
+  return BoundPlane{std::move(held),
+                    FilePlane(root, record_.uid_base, record_.uid_base, record_.privileged,
+                              config_->limits.files_in.max_bytes_per_file)};
 }
 
 void LinuxSandbox::write_file(std::string_view path, std::string_view content,
                               std::string_view working_directory) {
-  plane().write_file(path, content, working_directory);
+  plane()->write_file(path, content, working_directory);
 }
 
 std::optional<SandboxEntry> LinuxSandbox::stat_file(std::string_view path,
                                                     std::string_view working_directory) {
-  return plane().stat_file(path, working_directory);
+  return plane()->stat_file(path, working_directory);
 }
 
 std::string LinuxSandbox::read_file(std::string_view path, std::string_view working_directory,
                                     std::uint64_t max_bytes) {
-  return plane().read_file(path, working_directory, max_bytes);
+  return plane()->read_file(path, working_directory, max_bytes);
 }
 
 std::vector<SandboxEntry> LinuxSandbox::list_dir(std::string_view path,
                                                  std::string_view working_directory) {
-  return plane().list_dir(path, working_directory);
+  return plane()->list_dir(path, working_directory);
 }
 
 void LinuxSandbox::remove(std::string_view path, std::string_view working_directory,
                           bool recursive) {
-  plane().remove(path, working_directory, recursive);
+  plane()->remove(path, working_directory, recursive);
 }
 
 std::optional<Sandbox::SocketChannel> LinuxSandbox::socket_channel() {
-  refuse_when_gone();
-  const std::filesystem::path directory = state_directory_ / "host-tools";
-  std::lock_guard lock(root_mutex_);
-  if (!host_tools_) {
-    // Opened without following a link: the directory is the backend's own, never the guest's.
-    host_tools_.reset(::open(directory.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!host_tools_) {
-      if (errno == ENOENT) return std::nullopt;  // created before the channel existed
-      throw SystemError("the sandbox's host-tools directory could not be opened", errno);
-    }
-  }
-  // Room for the run's socket name ("tools-<token>.sock") and the separator.
-  constexpr std::size_t kNameRoom = 40;
+  // The descriptor stays open as long as this handle holds its roots (a dispose drops them, and
+  // the directory goes with the sandbox anyway).
+  std::shared_ptr<const Roots> held = roots();
   SocketChannel channel;
   channel.guest_directory = kHostToolsGuestDir;
-  if (directory.string().size() + kNameRoom < sizeof(sockaddr_un::sun_path)) {
-    channel.host_directory = directory.string();
-  } else {
-    channel.host_directory = "/proc/self/fd/" + std::to_string(host_tools_.get());
-  }
+  channel.host_directory = "/proc/self/fd/" + std::to_string(held->host_tools.get());
   return channel;
 }
 

@@ -36,10 +36,9 @@ class LinuxSandbox final : public Sandbox {
   std::vector<SandboxEntry> list_dir(std::string_view path,
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
-  // The sandbox's host-tools directory, read-only in the guest at /run/airlock-host-tools. When
-  // its host path leaves too little room for a socket name in sun_path (108 bytes), the host
-  // side is named through a descriptor this handle holds (/proc/self/fd/N): valid in this
-  // process, while the handle lives. nullopt for a sandbox created without one.
+  // The sandbox's host-tools directory, read-only in the guest at /run/airlock-host-tools. It
+  // lives in the sandbox's own storage, which no host path names: the host side is a descriptor
+  // this handle holds (/proc/self/fd/N), valid in this process while the handle lives.
   std::optional<SocketChannel> socket_channel() override;
 
   // ---- for the backend (and tests) ----
@@ -52,7 +51,20 @@ class LinuxSandbox final : public Sandbox {
 
  private:
   void refuse_when_gone() const;
-  FilePlane plane() const;
+  // The descriptors the init handed over, fetched once per handle. Shared, so that a dispose in
+  // another thread never closes a descriptor an operation is still using.
+  struct Roots {
+    UniqueFd root;
+    UniqueFd host_tools;
+  };
+  std::shared_ptr<const Roots> roots() const;
+  // A file plane together with the descriptors it borrows.
+  struct BoundPlane {
+    std::shared_ptr<const Roots> roots;
+    FilePlane plane;
+    const FilePlane* operator->() const noexcept { return &plane; }
+  };
+  BoundPlane plane() const;
 
   std::shared_ptr<const LinuxBackendConfig> config_;
   RecordFile record_;
@@ -62,8 +74,7 @@ class LinuxSandbox final : public Sandbox {
   std::vector<std::string> environment_;
   std::filesystem::path state_directory_;
   mutable std::mutex root_mutex_;
-  mutable UniqueFd root_;
-  UniqueFd host_tools_;  // guarded by root_mutex_
+  mutable std::shared_ptr<const Roots> roots_;  // guarded by root_mutex_
   std::atomic<bool> disposed_{false};
 };
 

@@ -8,7 +8,9 @@
 // to command a sandbox or take its root.
 //
 //   ping    → ok(version)
-//   root    → ok + fd: an O_PATH descriptor of the sandbox's root directory (the file plane)
+//   root    → ok + 2 fds: O_PATH descriptors of the sandbox's root directory (the file plane) and
+//             of its host-tools directory on the read-write storage (where the host creates
+//             the sockets guests reach read-only at /run/airlock-host-tools)
 //   exec    → exited | queued_timeout | spawn_failed | error
 //             fds: stdout, stderr, and stdin when kStdinPipe is set (else the guest's /dev/null).
 //             While the command runs, the host may send `kill` on the same connection; closing
@@ -31,7 +33,7 @@ namespace airlock::linux_backend::protocol {
 inline constexpr std::uint32_t kVersion = 1;
 inline constexpr std::size_t kInlineLimit = 32 * 1024;
 inline constexpr std::size_t kMaxRequestBytes = 8u << 20;  // argv + env, like a generous ARG_MAX
-inline constexpr std::size_t kMaxFds = 4;
+inline constexpr std::size_t kMaxFds = 5;
 inline constexpr std::size_t kSecretBytes = 32;
 
 enum class Op : std::uint32_t { ping = 1, root = 2, exec = 3, kill = 4 };

@@ -9,19 +9,23 @@ std::string encode_spawn_config(const SpawnConfig& config) {
   writer.bytes(config.instance_id);
   writer.u32(config.flags);
   writer.bytes(config.control_secret);
+  writer.bytes(config.sandbox_dir);
   writer.u32(static_cast<std::uint32_t>(config.root_kind));
-  writer.bytes(config.root_mount);
   writer.bytes(config.lower_dir);
-  writer.bytes(config.upper_dir);
-  writer.bytes(config.overlay_work_dir);
-  writer.bytes(config.work_storage);
+  writer.u32(config.image_uid_base);
   writer.bytes(config.guest_work_dir);
   writer.strings(config.hidden_paths);
-  writer.bytes(config.egress_dir);
-  writer.bytes(config.host_tools_dir);
+  writer.u64(config.storage_bytes);
+  writer.u64(config.storage_inodes);
+  writer.u32(config.max_ptys);
   writer.u32(config.uid_base);
   writer.u32(config.gid_base);
   writer.u32(config.id_count);
+  writer.u32(static_cast<std::uint32_t>(config.namespace_limits.size()));
+  for (const auto& limit : config.namespace_limits) {
+    writer.bytes(limit.name);
+    writer.u64(limit.value);
+  }
   writer.strings(config.cgroup_procs);
   writer.bytes(config.command_cgroup);
   writer.u32(config.max_commands);
@@ -41,19 +45,27 @@ bool decode_spawn_config(const std::string& bytes, SpawnConfig& config) {
   config.instance_id = reader.bytes();
   config.flags = reader.u32();
   config.control_secret = reader.bytes();
+  config.sandbox_dir = reader.bytes();
   config.root_kind = static_cast<RootKind>(reader.u32());
-  config.root_mount = reader.bytes();
   config.lower_dir = reader.bytes();
-  config.upper_dir = reader.bytes();
-  config.overlay_work_dir = reader.bytes();
-  config.work_storage = reader.bytes();
+  config.image_uid_base = reader.u32();
   config.guest_work_dir = reader.bytes();
   config.hidden_paths = reader.strings(256);
-  config.egress_dir = reader.bytes();
-  config.host_tools_dir = reader.bytes();
+  config.storage_bytes = reader.u64();
+  config.storage_inodes = reader.u64();
+  config.max_ptys = reader.u32();
   config.uid_base = reader.u32();
   config.gid_base = reader.u32();
   config.id_count = reader.u32();
+  const std::uint32_t namespace_limits = reader.u32();
+  if (!reader.ok() || namespace_limits > 32) return false;
+  config.namespace_limits.clear();
+  for (std::uint32_t i = 0; i < namespace_limits; ++i) {
+    NamespaceLimit limit;
+    limit.name = reader.bytes();
+    limit.value = reader.u64();
+    config.namespace_limits.push_back(limit);
+  }
   config.cgroup_procs = reader.strings(16);
   config.command_cgroup = reader.bytes();
   config.max_commands = reader.u32();

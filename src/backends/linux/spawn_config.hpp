@@ -6,6 +6,8 @@
 //   4  the write end of the status pipe (the library reads it until end of stream)
 //   5  the control socket, already bound and listening
 //   6  (optional, kHasImagePin) a descriptor holding the image store's pin on the rootfs
+//   7  (optional, kHasIdSlot) the flock on the sandbox's host id range (see IdSlots): held by
+//      the init for its whole life, so no other sandbox is given the same ids while it runs
 #pragma once
 
 #include <cstdint>
@@ -18,25 +20,42 @@ inline constexpr int kConfigFd = 3;
 inline constexpr int kStatusFd = 4;
 inline constexpr int kControlFd = 5;
 inline constexpr int kImagePinFd = 6;
+inline constexpr int kIdSlotFd = 7;
 
 enum class RootKind : std::uint32_t { host = 1, directory = 2 };
 
 // SpawnConfig flags.
-inline constexpr std::uint32_t kEgressBridge = 1u
-                                               << 0;  // 127.0.0.1:3128 → /run/airlock/egress.sock
+inline constexpr std::uint32_t kEgressBridge = 1u << 0;  // 127.0.0.1:3128 → the host's proxy
 inline constexpr std::uint32_t kHasImagePin = 1u << 1;
-inline constexpr std::uint32_t kMapFullRange =
-    1u << 2;  // as root: guest 0..65535 → base..; else 0 → own uid
+// As root: guest ids 0..65535 are a host range of their own, and the monitor builds the root
+// as real root. Otherwise the init builds it inside its user namespace.
+inline constexpr std::uint32_t kMapFullRange = 1u << 2;
+inline constexpr std::uint32_t kHasIdSlot = 1u << 3;
+// Unprivileged with subordinate ids: the maps are written by newuidmap/newgidmap (setuid helpers
+// that check /etc/subuid and /etc/subgid) instead of by the monitor itself.
+inline constexpr std::uint32_t kSubordinateIds = 1u << 4;
 
 // Where a sandbox sees its host-tool socket directory (read-only: connecting to a unix socket
-// needs write permission on the socket, not on its directory or mount). Outside /run/airlock so
-// it never sits inside the egress bridge's bound directory.
+// needs write permission on the socket, not on its directory or mount).
 inline constexpr const char* kHostToolsGuestDir = "/run/airlock-host-tools";
+
+// The top-level host directories image "host" shows (read-only), when they exist. Nothing else
+// of the host is visible: no /home, /root, /var, /srv, /mnt, /media, /run or /tmp of the host,
+// and so no user's files, no state directory, and no host unix socket living there.
+inline constexpr const char* kHostRootDirectories[] = {"usr", "bin", "sbin", "lib", "lib32",
+                                                       "lib64", "libx32", "etc", "opt"};
 
 struct ResourceLimit {
   std::uint32_t resource = 0;  // RLIMIT_*
   std::uint64_t soft = 0;
   std::uint64_t hard = 0;
+};
+
+// A value the init writes into its own user namespace's /proc/sys/user/<name> (the namespace's
+// own ceilings on what its processes may create).
+struct NamespaceLimit {
+  std::string name;
+  std::uint64_t value = 0;
 };
 
 struct SpawnConfig {
@@ -45,22 +64,33 @@ struct SpawnConfig {
   // What every control request must carry (protocol::kSecretBytes bytes).
   std::string control_secret;
 
-  // The root filesystem (host paths, all created by the library).
+  // <state>/linux/<id> (mode 0711): the monitor opens it and everything the init needs beneath
+  // it as descriptors, so the init never walks a host path as the guest's ids.
+  //   root/      the mount point of the sandbox's "/" (on the host it stays empty)
+  //   storage/   the mount point of the sandbox's storage (a bounded tmpfs; see below)
+  //   egress/    allowlist: where the host's proxy listens (egress.sock)
+  std::string sandbox_dir;
+
+  // The root filesystem.
   RootKind root_kind = RootKind::host;
-  std::string root_mount;                 // an empty directory that becomes the sandbox's "/"
   std::string lower_dir;                  // directory image: the rootfs (read-only lower layer)
-  std::string upper_dir;                  // directory image: overlay upper (the sandbox's writes)
-  std::string overlay_work_dir;           // directory image: overlay workdir
-  std::string work_storage;               // host image: the directory bound at the guest work dir
+  // Stored images are owned by image_uid_base+k on disk; when it differs from uid_base the
+  // lower layer is an idmapped mount showing them as uid_base+k (0 = not a stored image).
+  std::uint32_t image_uid_base = 0;
   std::string guest_work_dir;             // the spec's work_dir (guest path)
   std::vector<std::string> hidden_paths;  // host paths covered by an empty read-only tmpfs
-  std::string egress_dir;                 // bound at /run/airlock when kEgressBridge
-  std::string host_tools_dir;             // bound read-only at kHostToolsGuestDir when not empty
 
-  // Identity mapping: guest uid/gid 0 is host `uid_base` (root: a range of `id_count`).
+  // Everything the guest can write lives in ONE tmpfs of `storage_bytes` and `storage_inodes`:
+  // the work storage (image host) or the overlay's upper layer (images), /tmp, /run, /dev/shm.
+  std::uint64_t storage_bytes = 0;
+  std::uint64_t storage_inodes = 0;
+  std::uint32_t max_ptys = 64;            // devpts instance `max=`
+
+  // Identity mapping: guest uid/gid 0 is host `uid_base` (as root: a range of `id_count`).
   std::uint32_t uid_base = 0;
   std::uint32_t gid_base = 0;
   std::uint32_t id_count = 1;
+  std::vector<NamespaceLimit> namespace_limits;
 
   // cgroups: the monitor writes itself into each of these cgroup.procs before it clones the
   // init, so the init is born inside them. `command_cgroup` (cgroup v2, delegated to the guest

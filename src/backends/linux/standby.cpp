@@ -74,8 +74,7 @@ std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) 
   write_record(*options.store, standby->instance_id_, standby->cgroups_.directories, 0, 0);
   try {
     if (options.layout != nullptr) {
-      create_instance_cgroups(*options.layout, standby->cgroups_, options.limits,
-                              options.guest_root);
+      create_instance_cgroups(*options.layout, standby->cgroups_, options.limits);
     }
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
@@ -146,14 +145,27 @@ bool StandbyMonitor::usable() const noexcept {
   return ::poll(&hangup, 1, 0) == 0;
 }
 
-LaunchedInit StandbyMonitor::claim(const SpawnConfig& config, int control_listener,
-                                   std::optional<int> image_pin,
+LaunchedInit StandbyMonitor::claim(const SpawnConfig& config, const InitDescriptors& descriptors,
                                    std::chrono::milliseconds timeout) {
   if (!usable()) throw BackendError("the standby sandbox is gone", instance_id_);
   MonitorHandoff handoff = prepare_handoff(config);
-  std::vector<int> fds{handoff.config.get(), handoff.status_write.get(), control_listener};
-  if (image_pin) fds.push_back(*image_pin);
-  if (const int error = protocol::send_message(channel_.get(), "claim", fds.data(), fds.size());
+  // The descriptors, and (in the message) the number each one is to become in the monitor.
+  std::vector<int> fds{handoff.config.get(), handoff.status_write.get(),
+                       descriptors.control_listener};
+  wire::Writer targets;
+  std::vector<std::string> numbers{std::to_string(kConfigFd), std::to_string(kStatusFd),
+                                   std::to_string(kControlFd)};
+  if (descriptors.image_pin) {
+    fds.push_back(*descriptors.image_pin);
+    numbers.push_back(std::to_string(kImagePinFd));
+  }
+  if (descriptors.id_slot) {
+    fds.push_back(*descriptors.id_slot);
+    numbers.push_back(std::to_string(kIdSlotFd));
+  }
+  targets.strings(numbers);
+  if (const int error = protocol::send_message(channel_.get(), targets.data(), fds.data(),
+                                               fds.size());
       error != 0) {
     throw BackendError("the standby sandbox is gone", std::strerror(error));
   }

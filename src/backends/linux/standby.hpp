@@ -53,7 +53,7 @@ class StandbyMonitor {
   // Hands the standby a sandbox: from here on it is that sandbox's monitor. Its standby record
   // is removed once the caller's sandbox record names its cgroups (call after writing it).
   // Throws BackendError when the standby is gone (the caller then starts one the usual way).
-  LaunchedInit claim(const SpawnConfig& config, int control_listener, std::optional<int> image_pin,
+  LaunchedInit claim(const SpawnConfig& config, const InitDescriptors& descriptors,
                      std::chrono::milliseconds timeout);
   // The standby record is no longer needed (the sandbox's record owns the cgroups).
   void forget_record() noexcept;

@@ -42,6 +42,22 @@ TemporaryDirectory::TemporaryDirectory(const std::string& prefix) {
   path_ = pattern;
 }
 
+VisibleHostDirectory::VisibleHostDirectory(const std::string& prefix) {
+  const std::string parent = std::filesystem::is_directory("/opt") ? "/opt" : "/etc";
+  std::string pattern = parent + "/" + prefix + "-XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  ::chmod(pattern.c_str(), 0755);
+  path_ = pattern;
+}
+
+VisibleHostDirectory::~VisibleHostDirectory() {
+  const int parent = ::open(path_.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (parent >= 0) {
+    (void)remove_tree(parent, path_.filename().string());
+    ::close(parent);
+  }
+}
+
 TemporaryDirectory::~TemporaryDirectory() {
   const int parent = ::open(path_.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (parent >= 0) {

@@ -43,6 +43,20 @@ class TemporaryDirectory {
   std::filesystem::path path_;
 };
 
+// A directory in a host directory that image "host" shows the guest (/opt, else /etc), removed
+// (without following links) when it goes: for tests that need a host path the guest can see.
+class VisibleHostDirectory {
+ public:
+  explicit VisibleHostDirectory(const std::string& prefix);
+  ~VisibleHostDirectory();
+  VisibleHostDirectory(const VisibleHostDirectory&) = delete;
+  VisibleHostDirectory& operator=(const VisibleHostDirectory&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 // What a test may leave behind, counted before and checked after.
 class LeakAudit {
  public:

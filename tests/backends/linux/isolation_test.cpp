@@ -10,6 +10,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "backends/linux/control_channel.hpp"
@@ -47,8 +49,7 @@ TEST_F(IsolationTest, CannotSeeHostProcesses) {
 
 TEST_F(IsolationTest, RootIsReadOnlyWithHostImage) {
   auto sandbox = acquire(spec());
-  for (const char* target : {"/usr/airlock-probe", "/etc/airlock-probe", "/airlock-probe",
-                             "/var/airlock-probe"}) {
+  for (const char* target : {"/usr/airlock-probe", "/etc/airlock-probe", "/airlock-probe"}) {
     const ExecResult result = sh(*sandbox, std::string("echo x > ") + target);
     EXPECT_NE(result.exit_code, 0) << target;
     EXPECT_NE(result.stderr_bytes.find("Read-only file system"), std::string::npos)
@@ -72,10 +73,8 @@ TEST_F(IsolationTest, CannotReadHostShadowFile) {
 TEST_F(IsolationTest, HostRootGroupGrantsNothing) {
   // A file readable by the host's root *group* only. The monitor that starts the sandbox runs as
   // root with group 0; were that group carried in, the guest could read this.
-  TemporaryDirectory directory("airlock-group-probe");
-  const std::filesystem::path probe_dir = std::filesystem::path("/var/tmp") /
-                                          directory.path().filename();
-  std::filesystem::create_directories(probe_dir);
+  VisibleHostDirectory probe("airlock-group-probe");
+  const std::filesystem::path& probe_dir = probe.path();
   const auto group_only = probe_dir / "group-only";
   const auto world = probe_dir / "world";
   std::ofstream(group_only) << "group secret\n";
@@ -86,7 +85,6 @@ TEST_F(IsolationTest, HostRootGroupGrantsNothing) {
   auto sandbox = acquire(spec());
   const ExecResult denied = sh(*sandbox, "cat " + group_only.string());
   const ExecResult allowed = sh(*sandbox, "cat " + world.string());
-  std::filesystem::remove_all(probe_dir);
   EXPECT_NE(denied.exit_code, 0);
   EXPECT_EQ(denied.stdout_bytes, "");
   EXPECT_EQ(allowed.exit_code, 0) << "positive control: " << allowed.stderr_bytes;
@@ -250,7 +248,7 @@ TEST_F(IsolationTest, TheInitAnswersOnlyRequestsCarryingTheSandboxsSecret) {
   // Positive control: with the secret, the same requests are answered.
   ControlChannel owner(socket_path, secret);
   EXPECT_TRUE(owner.ping());
-  EXPECT_TRUE(owner.fetch_root());
+  EXPECT_TRUE(owner.fetch_roots().root);
 }
 
 TEST_F(IsolationTest, CommandsAreTheOomKillersFirstChoice) {
@@ -282,11 +280,12 @@ TEST_F(IsolationTest, CannotMountUnshareOrTrace) {
 }
 
 TEST_F(IsolationTest, StateDirectoryIsCoveredInsideTheSandbox) {
-  // With the state directory under a host directory the guest sees (/var/lib here), the sandbox
+  // With the state directory under a host directory the guest sees (/etc here), the sandbox
   // must see an empty, unreadable directory in its place.
-  TemporaryDirectory base("airlock-hidden-state");
-  const std::filesystem::path state = std::filesystem::path("/var/tmp") / base.path().filename();
+  VisibleHostDirectory base("airlock-hidden-state");
+  const std::filesystem::path state = base.path() / "state";
   std::filesystem::create_directories(state);
+  ::chmod(state.c_str(), 0700);
   auto backend = make_backend([&](LinuxBackendConfig& config) { config.state_dir = state; });
   {
     auto sandbox = acquire(spec(), std::nullopt, backend.get());
@@ -294,12 +293,58 @@ TEST_F(IsolationTest, StateDirectoryIsCoveredInsideTheSandbox) {
                                                state.string() + "/linux 2>&1");
     EXPECT_EQ(result.stdout_bytes.find("record.json"), std::string::npos);
     EXPECT_EQ(result.stdout_bytes.find("locks"), std::string::npos) << result.stdout_bytes;
-    // Positive control: the host's /var/tmp itself is visible.
-    EXPECT_EQ(sh(*sandbox, "test -d /var/tmp").exit_code, 0);
+    // Positive control: the directory above it is visible.
+    EXPECT_EQ(sh(*sandbox, "test -d " + base.path().string()).exit_code, 0);
   }
   backend->purge_all();
   audit_.expect_clean(state);
-  std::filesystem::remove_all(state);
+}
+
+// Image "host" shows the guest the documented top-level host directories and nothing else:
+// no user's home, no /root, no /var (where state directories and world-writable /var/tmp live),
+// no /srv, /mnt, /media, and not the host's /tmp or /run — however readable what is in them.
+TEST_F(IsolationTest, ImageHostShowsOnlyTheDocumentedHostDirectories) {
+  // Readable by anyone on the host, in places a guest must not see at all.
+  TemporaryDirectory home_base("airlock-home-probe");
+  std::vector<std::filesystem::path> planted;
+  auto plant = [&](const std::filesystem::path& path) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << "host secret\n";
+    ::chmod(path.c_str(), 0644);
+    planted.push_back(path);
+  };
+  const std::string tag = home_base.path().filename().string();
+  plant(std::filesystem::path("/root") / (tag + ".key"));
+  plant(std::filesystem::path("/var/tmp") / (tag + ".key"));
+  plant(std::filesystem::path("/tmp") / (tag + ".key"));
+  plant(std::filesystem::path("/home") / tag / ".ssh" / "id_ed25519");
+  auto sandbox = acquire(spec());
+  std::string probes;
+  for (const auto& path : planted) {
+    probes += "test -e " + path.string() + " && echo VISIBLE " + path.string() + "; ";
+  }
+  const ExecResult seen = sh(*sandbox, probes + "ls -A /");
+  for (const auto& path : planted) std::filesystem::remove(path);
+  std::filesystem::remove_all(std::filesystem::path("/home") / tag);
+  ASSERT_EQ(seen.exit_code, 0) << seen.stderr_bytes;
+  EXPECT_EQ(seen.stdout_bytes.find("VISIBLE"), std::string::npos) << seen.stdout_bytes;
+  const std::set<std::string> allowed = {"bin",  "sbin", "usr", "lib", "lib32", "lib64", "libx32",
+                                         "etc",  "opt",  "dev", "proc", "sys", "tmp", "run",
+                                         "maf-sandbox"};
+  std::istringstream entries(seen.stdout_bytes);
+  std::string entry;
+  int listed = 0;
+  while (entries >> entry) {
+    ++listed;
+    EXPECT_TRUE(allowed.count(entry) == 1) << "/" << entry << " is visible in the guest";
+  }
+  EXPECT_GE(listed, 8) << seen.stdout_bytes;  // positive control: the listing worked
+  // And the guest's mount table names no host path beyond the directories it shows.
+  const std::string mounts = sh(*sandbox, "cat /proc/self/mountinfo").stdout_bytes;
+  for (const std::string& hidden : {state_->path().string(), std::string("/var/lib"),
+                                   std::string("/root"), std::string("/home")}) {
+    EXPECT_EQ(mounts.find(hidden), std::string::npos) << hidden << " in:\n" << mounts;
+  }
 }
 
 TEST_F(IsolationTest, GuestRootIsAnUnprivilegedHostUser) {
@@ -307,12 +352,24 @@ TEST_F(IsolationTest, GuestRootIsAnUnprivilegedHostUser) {
   const ExecResult made = sh(*sandbox, "id -u; touch made-by-guest; mkdir made-dir");
   ASSERT_EQ(made.exit_code, 0) << made.stderr_bytes;
   EXPECT_EQ(made.stdout_bytes, "0\n");
+  // Seen from the host, through the sandbox's root, the guest's file is owned by a host uid of
+  // the sandbox's own range — above the image store's (uid_base itself), never root.
+  const ControlChannel::Roots roots = sandbox->channel().fetch_roots();
   struct stat info {};
-  // The default work dir's first component (/maf-sandbox) is the work storage itself.
-  const auto work = state_->path() / "linux" / sandbox->record().id / "work" / "work";
-  ASSERT_EQ(::stat((work / "made-by-guest").c_str(), &info), 0);
-  EXPECT_EQ(info.st_uid, LinuxBackendConfig{}.uid_base);
-  EXPECT_EQ(info.st_gid, LinuxBackendConfig{}.uid_base);
+  ASSERT_EQ(::fstatat(roots.root.get(), "maf-sandbox/work/made-by-guest", &info,
+                      AT_SYMLINK_NOFOLLOW),
+            0);
+  const std::uint32_t base = LinuxBackendConfig{}.uid_base;
+  EXPECT_EQ(info.st_uid, sandbox->record().uid_base);
+  EXPECT_EQ(info.st_gid, sandbox->record().uid_base);
+  EXPECT_GE(info.st_uid, base + 65536);
+  EXPECT_EQ((info.st_uid - base) % 65536, 0u);
+  // The init itself runs as that uid on the host.
+  const std::string status = read_text("/proc/" + std::to_string(sandbox->record().init_pid) +
+                                       "/status");
+  EXPECT_NE(status.find("Uid:\t" + std::to_string(sandbox->record().uid_base) + "\t"),
+            std::string::npos)
+      << status;
   // Host root's files are nobody's inside.
   const ExecResult owner = sh(*sandbox, "stat -c %u:%g /etc/hostname");
   EXPECT_EQ(owner.stdout_bytes, "65534:65534\n");
@@ -322,6 +379,8 @@ TEST_F(IsolationTest, TwoSandboxesCannotSeeEachOther) {
   auto first = acquire(spec("first"));
   auto second = acquire(spec("second"));
   ASSERT_NE(first->instance_id(), second->instance_id());
+  // Host ids of their own: what the kernel keeps per user is never shared between them.
+  EXPECT_NE(first->record().uid_base, second->record().uid_base);
   ASSERT_EQ(sh(*first, "echo mine > /tmp/secret; echo mine > secret").exit_code, 0);
   const ExecResult probe = sh(*second, "cat /tmp/secret secret 2>&1; ls /proc | grep -c '^[0-9]'");
   EXPECT_EQ(probe.stdout_bytes.find("mine"), std::string::npos) << probe.stdout_bytes;

@@ -49,7 +49,8 @@ EgressBridge::~EgressBridge() {
   if (listener_ >= 0) ::close(listener_);
 }
 
-bool EgressBridge::start() {
+bool EgressBridge::start(int directory) {
+  socket_path_ = "/proc/self/fd/" + std::to_string(directory) + "/" + kSocketName;
   listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listener_ < 0) return false;
   const int on = 1;
@@ -105,7 +106,7 @@ void EgressBridge::accept_all() {
     if (pair->unix_socket < 0) continue;
     struct sockaddr_un address {};
     address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, kSocketPath, sizeof address.sun_path - 1);
+    std::strncpy(address.sun_path, socket_path_.c_str(), sizeof address.sun_path - 1);
     if (::connect(pair->unix_socket, reinterpret_cast<struct sockaddr*>(&address),
                   sizeof address) != 0 &&
         errno != EINPROGRESS && errno != EAGAIN) {

@@ -1,13 +1,16 @@
 // Inside the sandbox's network namespace, the only way out for an allowlisted sandbox:
-// 127.0.0.1:3128 relayed byte for byte to the unix socket /run/airlock/egress.sock, where the
-// host's egress proxy listens (the directory is bound from the host, so a proxy that re-creates
-// its socket after a restart is seen). The bridge judges nothing; the proxy does.
+// 127.0.0.1:3128 relayed byte for byte to the unix socket egress.sock in the sandbox's egress
+// directory on the host, where the host's egress proxy listens. The init holds that directory as
+// a descriptor opened before it left the host's mount namespace: nothing of it is mounted where
+// the guest could see or reach it, and a proxy that re-creates its socket after a restart is
+// still found. The bridge judges nothing; the proxy does.
 #pragma once
 
 #include <poll.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace airlock::linux_backend::init {
@@ -15,10 +18,11 @@ namespace airlock::linux_backend::init {
 class EgressBridge {
  public:
   static constexpr std::uint16_t kPort = 3128;
-  static constexpr const char* kSocketPath = "/run/airlock/egress.sock";
+  static constexpr const char* kSocketName = "egress.sock";
 
-  // Binds and listens; false (errno set) when it cannot.
-  bool start();
+  // Binds and listens; relays to egress.sock beneath `directory` (an O_PATH descriptor, kept).
+  // False (errno set) when it cannot.
+  bool start(int directory);
   // Appends this bridge's descriptors to `fds`; `handle` consumes the same range afterwards.
   void add_poll_fds(std::vector<struct pollfd>& fds) const;
   void handle(const struct pollfd* fds, std::size_t count);
@@ -33,6 +37,7 @@ class EgressBridge {
   struct Pair;
   void accept_all();
   int listener_ = -1;
+  std::string socket_path_;  // /proc/self/fd/<directory>/egress.sock
   std::vector<std::unique_ptr<Pair>> pairs_;
 };
 

@@ -22,6 +22,8 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -85,41 +87,124 @@ void bring_up_loopback() {
   if (::ioctl(socket.get(), SIOCSIFFLAGS, &request) != 0) fail("bring up loopback", errno);
 }
 
-[[noreturn]] void run_init(const SpawnConfig& config, int release, int command_cgroup) {
+void write_namespace_limits(const SpawnConfig& config) {
+  // The init's own user namespace's ceilings (writable by a holder of CAP_SYS_RESOURCE in it,
+  // which the init is and no guest command is): no namespace of any kind made inside, and a
+  // bound on what the namespace's processes may hold in the per-user kernel pools.
+  for (const auto& limit : config.namespace_limits) {
+    write_file("/proc/sys/user/" + limit.name, std::to_string(limit.value),
+               "limit " + limit.name);
+  }
+}
+
+// A user namespace whose uid/gid maps show host ids `from`+k as `to`+k (k < count): the
+// idmapping of a stored image's lower layer for a sandbox whose ids are a range of their own.
+// Made with a short-lived child (a namespace needs a process to exist), never waited for here:
+// it is killed, and reaped by whoever adopts it once this monitor exits.
+UniqueFd make_idmap_namespace(std::uint32_t from, std::uint32_t to, std::uint32_t count) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) fail("idmap pipe", errno);
+  struct clone_args arguments {};
+  arguments.flags = CLONE_NEWUSER;
+  arguments.exit_signal = SIGCHLD;
+  const long pid = sys::clone3_fork(&arguments);
+  if (pid < 0) fail("clone the idmap namespace", errno);
+  if (pid == 0) {
+    char byte;
+    ::close(ready[1]);
+    while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::_exit(0);
+  }
+  ::close(ready[0]);
+  const std::string prefix = "/proc/" + std::to_string(pid);
+  const std::string map =
+      std::to_string(from) + " " + std::to_string(to) + " " + std::to_string(count) + "\n";
+  write_file(prefix + "/uid_map", map, "write the idmap's uid_map");
+  write_file(prefix + "/gid_map", map, "write the idmap's gid_map");
+  UniqueFd ns(::open((prefix + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns) fail("open the idmap namespace", errno);
+  ::close(ready[1]);  // the child exits
+  return ns;
+}
+
+// The image's rootfs as the init's lower layer: as it is, or — for a stored image owned by
+// image_uid_base+k — a detached idmapped mount showing it as uid_base+k.
+UniqueFd open_lower(const SpawnConfig& config) {
+  UniqueFd lower(::open(config.lower_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!lower) fail("open the image's rootfs", errno);
+  if (config.image_uid_base == 0 || config.image_uid_base == config.uid_base) return lower;
+  UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, lower.get(), "",
+                                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
+                                               AT_RECURSIVE)));
+  if (!tree) fail("clone the image's rootfs mount", errno);
+  UniqueFd ns = make_idmap_namespace(config.image_uid_base, config.uid_base, config.id_count);
+  struct mount_attr attributes {};
+  attributes.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY;
+  attributes.userns_fd = static_cast<std::uint64_t>(ns.get());
+  if (sys::mount_setattr(tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attributes) != 0) {
+    fail("idmap the image's rootfs", errno);
+  }
+  return tree;
+}
+
+// What the monitor hands the init. The init starts with <sandbox> as its working directory: a
+// clone into a new mount namespace carries the working directory over into the new namespace,
+// so the init reaches root/, storage/ and egress/ by relative paths resolved in its OWN mount
+// namespace (a descriptor the monitor opened names the monitor's mounts, where the init may not
+// mount anything) and without walking the private state directory above.
+struct InitHandles {
+  int release = -1;         // read end of the release pipe
+  int command_cgroup = -1;  // O_PATH the delegated v2 directory for per-command leaves
+};
+
+UniqueFd open_relative(const char* name, const std::string& step) {
+  UniqueFd fd(::openat(AT_FDCWD, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) fail(step, errno);
+  return fd;
+}
+
+[[noreturn]] void run_init(const SpawnConfig& config, const InitHandles& handles) {
   char byte = 0;
   ssize_t got;
   do {
-    got = ::read(release, &byte, 1);
+    got = ::read(handles.release, &byte, 1);
   } while (got < 0 && errno == EINTR);
   if (got != 1) ::_exit(1);  // the monitor failed and has said why
-  ::close(release);
+  ::close(handles.release);
   const bool privileged = (config.flags & kMapFullRange) != 0;
   UniqueFd new_root;
   if (privileged) {
     // The root was built by the monitor in the host's user namespace, so here every mount of it
     // is locked (this namespace may not unmount or remount what a more privileged one made),
     // and pivot_root refuses a locked new root. A recursive bind of it onto itself is a new,
-    // unlocked mount whose children stay locked. Done before setresuid: the state directory is
-    // private to the host user, whose ids this process still carries.
-    const std::string root = config.root_mount;
-    if (::mount(root.c_str(), root.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) {
+    // unlocked mount whose children stay locked.
+    if (::mount("root", "root", nullptr, MS_BIND | MS_REC, nullptr) != 0) {
       fail("bind the root onto itself", errno);
     }
-    new_root.reset(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!new_root) fail("open the root", errno);
+    new_root = open_relative("root", "open the root");
   }
   if (::setresgid(0, 0, 0) != 0) fail("become the guest root group", errno);
   if (::setresuid(0, 0, 0) != 0) fail("become the guest root", errno);
+  if ((config.flags & kSubordinateIds) != 0 && ::setgroups(0, nullptr) != 0) {
+    fail("drop supplementary groups", errno);
+  }
 
   if (!privileged) {
     // Unprivileged: the root is built here, inside the user namespace.
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       fail("make mounts private", errno);
     }
-    build_root(config);
-    new_root.reset(::open(config.root_mount.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!new_root) fail("open the root", errno);
+    UniqueFd sandbox = open_relative(".", "open the sandbox's directory");
+    UniqueFd lower;
+    if (config.root_kind == RootKind::directory) lower = open_lower(config);
+    BuiltRoot built = build_root(config, sandbox.get(), lower.get());
+    new_root = std::move(built.root);
   }
+  UniqueFd storage = open_relative("storage", "open the sandbox's storage");
+  UniqueFd egress;
+  if ((config.flags & kEgressBridge) != 0) egress = open_relative("egress", "open the egress directory");
+  write_namespace_limits(config);
 
   // /proc must be mounted by a process inside the new pid namespace, and while the old root
   // (with the host's /proc) is still attached: in a user namespace the kernel refuses a new
@@ -127,6 +212,7 @@ void bring_up_loopback() {
   mount_at(new_root.get(), "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mount /proc");
   mount_at(new_root.get(), "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
            "mount /sys");
+  harden_proc(new_root.get());
   if (::fchdir(new_root.get()) != 0) fail("enter the root", errno);
   if (sys::pivot_root(".", ".") != 0) fail("pivot_root", errno);
   if (::umount2(".", MNT_DETACH) != 0) fail("detach the host root", errno);
@@ -135,6 +221,10 @@ void bring_up_loopback() {
 
   UniqueFd root_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) fail("open /", errno);
+  UniqueFd host_tools(sys::openat2(storage.get(), "host-tools", O_PATH | O_DIRECTORY | O_CLOEXEC,
+                                   0, sys::kResolveConfined));
+  if (!host_tools) fail("open the host-tools directory", errno);
+  storage.reset();
   bring_up_loopback();
   if (::sethostname(config.hostname.data(), config.hostname.size()) != 0) {
     fail("set the hostname", errno);
@@ -158,13 +248,40 @@ void bring_up_loopback() {
   ServerResources resources;
   resources.listener = kControlFd;
   resources.root = root_fd.get();
-  resources.command_cgroup = command_cgroup;
+  resources.host_tools = host_tools.get();
+  resources.egress = egress.release();
+  resources.command_cgroup = handles.command_cgroup;
   resources.signals = signals.get();
   serve(config, resources);
 }
 
 void write_identity_maps(pid_t child, const SpawnConfig& config) {
   const std::string prefix = "/proc/" + std::to_string(child);
+  if ((config.flags & kSubordinateIds) != 0) {
+    // The setuid helpers check /etc/subuid and /etc/subgid for us; they leave setgroups
+    // allowed, and the init drops the caller's supplementary groups itself.
+    for (const char* helper : {"newuidmap", "newgidmap"}) {
+      const bool users = std::strcmp(helper, "newuidmap") == 0;
+      const std::string pid = std::to_string(child);
+      const std::string inside = "0";
+      const std::string outside = std::to_string(users ? config.uid_base : config.gid_base);
+      const std::string count = std::to_string(config.id_count);
+      const pid_t mapper = ::fork();
+      if (mapper < 0) fail(std::string("run ") + helper, errno);
+      if (mapper == 0) {
+        ::execlp(helper, helper, pid.c_str(), inside.c_str(), outside.c_str(), count.c_str(),
+                 static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      int status = 0;
+      while (::waitpid(mapper, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fail(std::string(helper) + " refused the subordinate range", EPERM);
+      }
+    }
+    return;
+  }
   write_file(prefix + "/setgroups", "deny", "write setgroups");
   write_file(prefix + "/uid_map",
              "0 " + std::to_string(config.uid_base) + " " + std::to_string(config.id_count) + "\n",
@@ -182,31 +299,54 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   if (!cgroups_joined) {
     for (const auto& procs : config.cgroup_procs) write_file(procs, "0", "join " + procs);
   }
-  int command_cgroup = -1;
+  InitHandles handles;
   if (!config.command_cgroup.empty()) {
-    command_cgroup = ::open(config.command_cgroup.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (command_cgroup < 0) fail("open the command cgroup", errno);
+    handles.command_cgroup =
+        ::open(config.command_cgroup.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (handles.command_cgroup < 0) fail("open the command cgroup", errno);
   }
   if (privileged) {
     if (::unshare(CLONE_NEWNS) != 0) fail("unshare the mount namespace", errno);
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       fail("make mounts private", errno);
     }
-    build_root(config);
   }
+  // Opened in the namespace the root is built in: a mount may only be made there, and overlay
+  // takes no layer from another namespace's mounts.
+  UniqueFd sandbox(::open(config.sandbox_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sandbox) fail("open the sandbox's directory", errno);
+  if (privileged) {
+    UniqueFd lower;
+    if (config.root_kind == RootKind::directory) lower = open_lower(config);
+    (void)build_root(config, sandbox.get(), lower.get());
+  }
+  if (::fchdir(sandbox.get()) != 0) fail("enter the sandbox's directory", errno);
+  sandbox.reset();
 
   int release[2];
   if (::pipe2(release, O_CLOEXEC) != 0) fail("release pipe", errno);
+  handles.release = release[0];
   struct clone_args arguments {};
   arguments.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
                     CLONE_NEWUTS | CLONE_NEWCGROUP;
   arguments.exit_signal = SIGCHLD;
+  // As root, the sandbox's user namespace is created *by its guest root's host uid*: the kernel
+  // charges what a namespace's processes hold in the per-user pools (inotify instances and
+  // watches, pending signals, message queues, locked shared memory) to the namespace's creator
+  // as well, so each sandbox draws on a pool of its own instead of on host root's.
+  if (privileged && ::setresuid(static_cast<uid_t>(-1), config.uid_base, 0) != 0) {
+    fail("take the guest root's host uid", errno);
+  }
   const long pid = sys::clone3_fork(&arguments);
-  if (pid < 0) fail("clone the init into new namespaces", errno);
   if (pid == 0) {
     ::close(release[1]);
-    run_init(config, release[0], command_cgroup);
+    run_init(config, handles);
   }
+  const int clone_error = errno;
+  if (privileged && ::setresuid(static_cast<uid_t>(-1), 0, 0) != 0) {
+    fail("become root again", errno);
+  }
+  if (pid < 0) fail("clone the init into new namespaces", clone_error);
   ::close(release[0]);
   write_identity_maps(static_cast<pid_t>(pid), config);
   report_init_pid(pid);
@@ -242,9 +382,19 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
     if (!fd || ::write(fd.get(), "0", 1) != 1) answer = 'e';
   }
   if (::write(channel, &answer, 1) != 1 || answer != 'j') ::_exit(1);
-  if (protocol::receive_message(channel, bytes, fds, 64) <= 0 || fds.size() < 3 ||
-      fds.size() > 4) {
+  if (protocol::receive_message(channel, bytes, fds, 1024) <= 0 || fds.size() < 3 ||
+      fds.size() > 5) {
     ::_exit(0);
+  }
+  // Where each descriptor goes, as the library says; only the numbers a monitor knows.
+  wire::Reader where(bytes);
+  const std::vector<std::string> numbers = where.strings(8);
+  if (!where.finished() || numbers.size() != fds.size()) ::_exit(1);
+  std::vector<int> targets;
+  for (const auto& number : numbers) {
+    const int target = std::atoi(number.c_str());
+    if (target < kConfigFd || target > kIdSlotFd) ::_exit(1);
+    targets.push_back(target);
   }
   // Park the descriptors above the targets, then place them where a monitor expects them.
   std::vector<int> parked;
@@ -254,7 +404,6 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
     parked.push_back(moved);
   }
   fds.clear();
-  const int targets[] = {kConfigFd, kStatusFd, kControlFd, kImagePinFd};
   for (std::size_t i = 0; i < parked.size(); ++i) {
     if (::dup2(parked[i], targets[i]) != targets[i]) ::_exit(1);
     ::close(parked[i]);

@@ -1,6 +1,5 @@
 #include "backends/linux/init/root_builder.hpp"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mount.h>
@@ -12,20 +11,9 @@
 
 #include "backends/linux/init/report.hpp"
 #include "backends/linux/syscalls.hpp"
-#include "backends/linux/unique_fd.hpp"
 
 namespace airlock::linux_backend::init {
 namespace {
-
-// Never bound from the host: each is replaced by something of the sandbox's own, or is useless.
-constexpr const char* kNotFromHost[] = {"proc", "sys", "dev", "tmp", "run", "lost+found"};
-
-bool is_not_from_host(const char* name) {
-  for (const char* excluded : kNotFromHost) {
-    if (std::string(name) == excluded) return true;
-  }
-  return false;
-}
 
 void must_mount(const std::string& source, const std::string& target, const char* type,
                 unsigned long flags, const std::string& data, const std::string& step) {
@@ -35,19 +23,31 @@ void must_mount(const std::string& source, const std::string& target, const char
   }
 }
 
-std::string fd_path(int fd) {
-  return "/proc/self/fd/" + std::to_string(fd);
+std::string relative(const std::string& absolute) {
+  const auto first = absolute.find_first_not_of('/');
+  return first == std::string::npos ? std::string() : absolute.substr(first);
 }
 
-// Changes the flags of the mount whose root is at `relative` beneath `root_fd`. A descriptor
-// opened before the mount names the directory underneath it, so the path is looked up afresh.
-void remount(int root_fd, const std::string& relative, unsigned long flags,
-             const std::string& step) {
-  const std::string path = relative.substr(relative.find_first_not_of('/'));
-  UniqueFd target(
-      sys::openat2(root_fd, path.c_str(), O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
-  if (!target) fail(step, errno);
+// An O_PATH descriptor of `path` beneath `dir`, never through a link. A descriptor opened before
+// a mount names the directory *under* it, so callers look paths up afresh after mounting.
+UniqueFd open_beneath(int dir, const std::string& path, const std::string& step) {
+  UniqueFd fd(sys::openat2(dir, path.empty() ? "." : path.c_str(), O_PATH | O_CLOEXEC, 0,
+                           sys::kResolveConfined));
+  if (!fd) fail(step, errno);
+  return fd;
+}
+
+// Changes the flags of the mount whose root is at `path` beneath `root`.
+void remount(int root, const std::string& path, unsigned long flags, const std::string& step) {
+  UniqueFd target = open_beneath(root, relative(path), step);
   must_mount("", fd_path(target.get()), nullptr, MS_REMOUNT | MS_BIND | flags, "", step);
+}
+
+void bind(int source, int root, const std::string& target_path, unsigned long extra_flags,
+          const std::string& step) {
+  UniqueFd target = open_beneath(root, relative(target_path), step);
+  must_mount(fd_path(source), fd_path(target.get()), nullptr, MS_BIND, "", step);
+  if (extra_flags != 0) remount(root, target_path, extra_flags, step + " (flags)");
 }
 
 std::vector<std::string> components(const std::string& absolute) {
@@ -62,14 +62,12 @@ std::vector<std::string> components(const std::string& absolute) {
   return parts;
 }
 
-// Walks `guest_path` beneath `root_fd` without following any link, creating what is missing
-// (mode 0755, owned by `owner` when owner != -1). Returns an O_PATH descriptor of the last
-// component. A link or a non-directory on the way fails the step.
-UniqueFd ensure_directory(int root_fd, const std::string& guest_path, int owner,
-                          const std::string& step) {
-  UniqueFd current(::fcntl(root_fd, F_DUPFD_CLOEXEC, 0));
+// Walks `path` beneath `dir` without following any link, creating what is missing (mode 0755,
+// owned by `owner` when owner != -1). Returns an O_PATH descriptor of the last component.
+UniqueFd ensure_directory(int dir, const std::string& path, int owner, const std::string& step) {
+  UniqueFd current(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
   if (!current) fail(step, errno);
-  for (const auto& part : components(guest_path)) {
+  for (const auto& part : components(path)) {
     int next = sys::openat2(current.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
                             sys::kResolveConfined);
     if (next < 0 && errno == ENOENT) {
@@ -92,51 +90,62 @@ UniqueFd ensure_directory(int root_fd, const std::string& guest_path, int owner,
   return current;
 }
 
-UniqueFd open_root(const SpawnConfig& config) {
-  UniqueFd root(::open(config.root_mount.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root) fail("open the root mount", errno);
-  return root;
+// A directory of exactly `mode` (whatever the umask), owned by `owner` unless owner == -1.
+void make_directory(int dir, const char* name, mode_t mode, int owner, const std::string& step) {
+  if (::mkdirat(dir, name, 0700) != 0) fail(step, errno);
+  if (owner != -1 && ::fchownat(dir, name, static_cast<uid_t>(owner), static_cast<gid_t>(owner),
+                                AT_SYMLINK_NOFOLLOW) != 0) {
+    fail(step + ": chown", errno);
+  }
+  if (::fchmodat(dir, name, mode, 0) != 0) fail(step + ": chmod", errno);
 }
 
-void bind_host_root(const SpawnConfig& config) {
-  const std::string& root = config.root_mount;
-  DIR* host = ::opendir("/");
-  if (host == nullptr) fail("list the host root", errno);
-  while (struct dirent* entry = ::readdir(host)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == ".." || is_not_from_host(name.c_str())) continue;
-    struct stat info {};
-    if (::fstatat(::dirfd(host), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const std::string target = root + "/" + name;
-    if (S_ISDIR(info.st_mode)) {
-      if (::mkdir(target.c_str(), 0755) != 0) fail("mkdir /" + name, errno);
-      must_mount("/" + name, target, nullptr, MS_BIND | MS_REC, "", "bind /" + name);
-    } else if (S_ISLNK(info.st_mode)) {
-      char link[4096];
-      const ssize_t length = ::readlinkat(::dirfd(host), name.c_str(), link, sizeof link - 1);
-      if (length < 0) continue;
-      link[length] = '\0';
-      if (::symlink(link, target.c_str()) != 0) fail("link /" + name, errno);
-    }
-    // Top-level regular files (markers such as .dockerenv) are host furniture; not carried.
-  }
-  ::closedir(host);
+// As root the monitor builds with host ids, so what it creates is handed to the guest root
+// explicitly; unprivileged, the builder already *is* the guest root.
+bool privileged(const SpawnConfig& config) { return (config.flags & kMapFullRange) != 0; }
+int guest_root_owner(const SpawnConfig& config) {
+  return privileged(config) ? static_cast<int>(config.uid_base) : -1;
 }
 
-void make_read_only(const std::string& target, bool recursive, const std::string& step) {
-  struct mount_attr attributes {};
-  attributes.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-  if (sys::mount_setattr(AT_FDCWD, target.c_str(), recursive ? AT_RECURSIVE : 0, &attributes) !=
-      0) {
-    fail(step, errno);
+UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
+  UniqueFd point = open_beneath(sandbox, "storage", "the storage mount point");
+  // uid/gid are read in the mounter's user namespace: the guest root is uid_base on the host,
+  // and 0 inside the init's own namespace.
+  const unsigned owner = privileged(config) ? config.uid_base : 0;
+  const std::string options = "size=" + std::to_string(config.storage_bytes) +
+                              ",nr_inodes=" + std::to_string(config.storage_inodes) +
+                              ",mode=0755,uid=" + std::to_string(owner) +
+                              ",gid=" + std::to_string(owner);
+  must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
+             "mount the sandbox's storage");
+  UniqueFd storage = open_beneath(sandbox, "storage", "open the sandbox's storage");
+  const int guest = guest_root_owner(config);
+  make_directory(storage.get(), "tmp", 01777, guest, "storage /tmp");
+  make_directory(storage.get(), "run", 0755, guest, "storage /run");
+  make_directory(storage.get(), "shm", 01777, guest, "storage /dev/shm");
+  // Not the guest's: as root it stays host root's (nobody inside, so the guest cannot plant
+  // anything in it); unprivileged it is protected by its read-only bind.
+  make_directory(storage.get(), "host-tools", 0755, -1, "storage host-tools");
+  if (config.root_kind == RootKind::host) {
+    make_directory(storage.get(), "work", 0755, guest, "storage work");
+  } else {
+    make_directory(storage.get(), "upper", 0755, guest, "storage overlay upper");
+    make_directory(storage.get(), "ovl-work", 0700, -1, "storage overlay work");
   }
+  return storage;
+}
+
+UniqueFd open_root(int sandbox) { return open_beneath(sandbox, "root", "open the root mount"); }
+
+UniqueFd storage_entry(int storage, const char* name) {
+  return open_beneath(storage, name, std::string("open storage/") + name);
 }
 
 void hide_paths(const SpawnConfig& config, int root_fd) {
   for (const auto& hidden : config.hidden_paths) {
-    const std::string relative = hidden.substr(hidden.find_first_not_of('/'));
-    if (relative.empty()) continue;
-    UniqueFd target(sys::openat2(root_fd, relative.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+    const std::string path = relative(hidden);
+    if (path.empty()) continue;
+    UniqueFd target(sys::openat2(root_fd, path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
                                  sys::kResolveConfined));
     if (!target) continue;  // not visible in this root: nothing to hide
     must_mount("tmpfs", fd_path(target.get()), "tmpfs",
@@ -145,20 +154,12 @@ void hide_paths(const SpawnConfig& config, int root_fd) {
   }
 }
 
-void mount_scratch(int root_fd, const char* name, const char* mode, int owner) {
-  UniqueFd directory = ensure_directory(root_fd, name, owner, std::string("/") + name);
-  must_mount("tmpfs", fd_path(directory.get()), "tmpfs", MS_NOSUID | MS_NODEV,
-             std::string("mode=") + mode, std::string("tmpfs /") + name);
-}
-
-void build_dev(int root_fd, int owner) {
+void build_dev(const SpawnConfig& config, int root_fd, int storage) {
+  const int owner = -1;  // /dev belongs to nobody the guest could be
   UniqueFd dev = ensure_directory(root_fd, "dev", owner, "/dev");
-  const std::string dev_path = fd_path(dev.get());
-  must_mount("tmpfs", dev_path, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k", "tmpfs /dev");
-  // Re-open: the descriptor above names the directory *under* the new tmpfs.
-  dev.reset(
-      sys::openat2(root_fd, "dev", O_PATH | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined));
-  if (!dev) fail("open /dev", errno);
+  must_mount("tmpfs", fd_path(dev.get()), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k",
+             "tmpfs /dev");
+  dev = open_beneath(root_fd, "dev", "open /dev");
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
     UniqueFd placeholder(::openat(dev.get(), node, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666));
     if (!placeholder) fail(std::string("create /dev/") + node, errno);
@@ -178,55 +179,71 @@ void build_dev(int root_fd, int owner) {
   for (const char* name : {"shm", "pts"}) {
     if (::mkdirat(dev.get(), name, 0755) != 0) fail(std::string("mkdir /dev/") + name, errno);
   }
-  UniqueFd shm(::openat(dev.get(), "shm", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!shm) fail("open /dev/shm", errno);
-  must_mount("tmpfs", fd_path(shm.get()), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777",
-             "tmpfs /dev/shm");
+  UniqueFd shm = storage_entry(storage, "shm");
+  bind(shm.get(), root_fd, "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "bind /dev/shm");
   UniqueFd pts(::openat(dev.get(), "pts", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!pts) fail("open /dev/pts", errno);
+  // A private instance with a ceiling of its own: the kernel's pty pool (kernel.pty.max) is
+  // shared by every devpts instance, so one sandbox may never take more than max_ptys of it.
   must_mount("devpts", fd_path(pts.get()), "devpts", MS_NOSUID | MS_NOEXEC,
-             "newinstance,ptmxmode=0666,mode=620", "devpts /dev/pts");
+             "newinstance,ptmxmode=0666,mode=620,max=" + std::to_string(config.max_ptys),
+             "devpts /dev/pts");
   remount(root_fd, "dev", MS_RDONLY | MS_NOSUID | MS_NOEXEC, "make /dev read-only");
 }
 
-void bind_egress(const SpawnConfig& config, int root_fd) {
-  if ((config.flags & kEgressBridge) == 0) return;
-  UniqueFd directory = ensure_directory(root_fd, "run/airlock", -1, "/run/airlock");
-  must_mount(config.egress_dir, fd_path(directory.get()), nullptr, MS_BIND, "",
-             "bind /run/airlock");
-  remount(root_fd, "run/airlock", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-          "make /run/airlock read-only");
-}
-
-// The host-tool socket directory, after /run is the sandbox's own tmpfs.
-void bind_host_tools(const SpawnConfig& config, int root_fd) {
-  if (config.host_tools_dir.empty()) return;
+// The host-tool socket directory, after /run is the sandbox's own.
+void bind_host_tools(int root_fd, int storage) {
   const std::string guest = kHostToolsGuestDir;
-  UniqueFd directory = ensure_directory(root_fd, guest, -1, guest);
-  must_mount(config.host_tools_dir, fd_path(directory.get()), nullptr, MS_BIND, "",
-             "bind " + guest);
-  remount(root_fd, guest, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-          "make " + guest + " read-only");
+  (void)ensure_directory(root_fd, guest, -1, guest);
+  UniqueFd source = storage_entry(storage, "host-tools");
+  bind(source.get(), root_fd, guest, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+       "bind " + guest);
 }
 
-// As root the monitor builds the root with host ids, so what it creates is handed to the guest
-// root explicitly; unprivileged, the builder already *is* the guest root.
-int guest_root_owner(const SpawnConfig& config) {
-  return (config.flags & kMapFullRange) != 0 ? static_cast<int>(config.uid_base) : -1;
-}
-
-void build_host_root(const SpawnConfig& config) {
-  const std::string& root = config.root_mount;
-  must_mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m", "tmpfs /");
-  bind_host_root(config);
-  for (const char* name : {"proc", "sys", "dev", "tmp", "run"}) {
-    if (::mkdir((root + "/" + name).c_str(), 0755) != 0) fail(std::string("mkdir /") + name, errno);
+// The documented top-level host directories, read-only; top-level links (/bin → usr/bin) are
+// copied as links.
+void bind_host_directories(int root_fd) {
+  for (const char* name : kHostRootDirectories) {
+    struct stat info {};
+    if (::lstat((std::string("/") + name).c_str(), &info) != 0) continue;
+    if (S_ISDIR(info.st_mode)) {
+      if (::mkdirat(root_fd, name, 0755) != 0) fail(std::string("mkdir /") + name, errno);
+      UniqueFd target = open_beneath(root_fd, name, std::string("open /") + name);
+      must_mount(std::string("/") + name, fd_path(target.get()), nullptr, MS_BIND | MS_REC, "",
+                 std::string("bind /") + name);
+    } else if (S_ISLNK(info.st_mode)) {
+      char link[4096];
+      const ssize_t length = ::readlink((std::string("/") + name).c_str(), link, sizeof link - 1);
+      if (length < 0) continue;
+      link[length] = '\0';
+      if (::symlinkat(link, root_fd, name) != 0) fail(std::string("link /") + name, errno);
+    }
   }
-  UniqueFd root_fd = open_root(config);
+}
+
+void make_read_only(int root_fd, const std::string& step) {
+  struct mount_attr attributes {};
+  attributes.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (sys::mount_setattr(root_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attributes) != 0) {
+    fail(step, errno);
+  }
+}
+
+void build_host_root(const SpawnConfig& config, int sandbox, int storage) {
+  {
+    UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
+    must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m",
+               "tmpfs /");
+  }
+  UniqueFd root_fd = open_root(sandbox);
+  bind_host_directories(root_fd.get());
+  for (const char* name : {"proc", "sys", "dev", "tmp", "run"}) {
+    if (::mkdirat(root_fd.get(), name, 0755) != 0) fail(std::string("mkdir /") + name, errno);
+  }
   const auto parts = components(config.guest_work_dir);
   if (parts.empty()) fail("work_dir", EINVAL);
-  // A work dir whose first component the host root lacks: that component is made in the root
-  // tmpfs now (while it is writable) and the work storage is bound there below.
+  // A work dir whose first component the root lacks: that component is made in the root tmpfs
+  // now (while it is writable) and the work storage is bound there below.
   bool scratch_parent = false;
   {
     struct stat info {};
@@ -237,61 +254,121 @@ void build_host_root(const SpawnConfig& config) {
       scratch_parent = true;
     }
   }
-  make_read_only(root, true, "make the host root read-only");
+  make_read_only(root_fd.get(), "make the host root read-only");
   hide_paths(config, root_fd.get());
-  mount_scratch(root_fd.get(), "tmp", "1777", -1);
-  mount_scratch(root_fd.get(), "run", "0755", -1);
+  {
+    UniqueFd tmp = storage_entry(storage, "tmp");
+    bind(tmp.get(), root_fd.get(), "tmp", MS_NOSUID | MS_NODEV, "bind /tmp");
+    UniqueFd run = storage_entry(storage, "run");
+    bind(run.get(), root_fd.get(), "run", MS_NOSUID | MS_NODEV, "bind /run");
+  }
+  UniqueFd work_storage = storage_entry(storage, "work");
   if (scratch_parent) {
     // The work storage becomes the new top-level directory itself, and the work dir is made
-    // inside it: the work dir and its neighbours share one (disk) filesystem, as in an image.
-    UniqueFd parent = ensure_directory(root_fd.get(), parts.front(), -1, "work_dir parent");
-    must_mount(config.work_storage, fd_path(parent.get()), nullptr, MS_BIND, "",
-               "bind the work storage");
-    remount(root_fd.get(), parts.front(), MS_NOSUID | MS_NODEV, "work storage mount flags");
+    // inside it: the work dir and its neighbours share one filesystem, as in an image.
+    bind(work_storage.get(), root_fd.get(), parts.front(), MS_NOSUID | MS_NODEV,
+         "bind the work storage");
     (void)ensure_directory(root_fd.get(), config.guest_work_dir, guest_root_owner(config),
                            "work_dir " + config.guest_work_dir);
   } else {
     // Inside /tmp or /run (or an existing host directory) the mount point is made now; the
     // storage is bound at the work dir itself.
-    UniqueFd work = ensure_directory(root_fd.get(), config.guest_work_dir, -1,
-                                     "work_dir " + config.guest_work_dir);
-    must_mount(config.work_storage, fd_path(work.get()), nullptr, MS_BIND, "", "bind the work dir");
-    remount(root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV, "work dir mount flags");
+    (void)ensure_directory(root_fd.get(), config.guest_work_dir, -1,
+                           "work_dir " + config.guest_work_dir);
+    bind(work_storage.get(), root_fd.get(), config.guest_work_dir, MS_NOSUID | MS_NODEV,
+         "bind the work dir");
   }
-  build_dev(root_fd.get(), -1);
-  bind_egress(config, root_fd.get());
-  bind_host_tools(config, root_fd.get());
+  build_dev(config, root_fd.get(), storage);
+  bind_host_tools(root_fd.get(), storage);
 }
 
-void build_image_root(const SpawnConfig& config) {
-  const std::string options = "lowerdir=" + config.lower_dir + ",upperdir=" + config.upper_dir +
-                              ",workdir=" + config.overlay_work_dir +
-                              ((config.flags & kMapFullRange) == 0 ? ",userxattr" : "");
-  must_mount("overlay", config.root_mount, "overlay", MS_NOSUID | MS_NODEV, options,
-             "overlay root");
-  UniqueFd root_fd = open_root(config);
+void build_image_root(const SpawnConfig& config, int sandbox, int storage, int lower) {
+  // The merged "/" takes the upper directory's owner and mode: make them the image's own root's
+  // (as the lower layer shows them — idmapped already, for a stored image).
+  struct stat top {};
+  if (::fstat(lower, &top) != 0) fail("stat the image's root", errno);
+  if (::fchownat(storage, "upper", top.st_uid, top.st_gid, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fchmodat(storage, "upper", top.st_mode & 07777, 0) != 0) {
+    fail("give the overlay's upper layer the image root's owner", errno);
+  }
+  // Descriptors, not host paths: the options the guest can read in /proc/self/mountinfo name no
+  // place on the host.
+  const std::string storage_path = fd_path(storage);
+  const std::string options = "lowerdir=" + fd_path(lower) + ",upperdir=" + storage_path +
+                              "/upper,workdir=" + storage_path + "/ovl-work" +
+                              (privileged(config) ? "" : ",userxattr");
+  {
+    UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
+    must_mount("overlay", fd_path(point.get()), "overlay", MS_NOSUID | MS_NODEV, options,
+               "overlay root");
+  }
+  UniqueFd root_fd = open_root(sandbox);
   const int owner = guest_root_owner(config);
-  for (const char* name : {"proc", "sys"}) {
+  for (const char* name : {"proc", "sys", "tmp", "run"}) {
     (void)ensure_directory(root_fd.get(), name, owner, std::string("/") + name);
   }
-  mount_scratch(root_fd.get(), "tmp", "1777", owner);
-  mount_scratch(root_fd.get(), "run", "0755", owner);
+  {
+    UniqueFd tmp = storage_entry(storage, "tmp");
+    bind(tmp.get(), root_fd.get(), "tmp", MS_NOSUID | MS_NODEV, "bind /tmp");
+    UniqueFd run = storage_entry(storage, "run");
+    bind(run.get(), root_fd.get(), "run", MS_NOSUID | MS_NODEV, "bind /run");
+  }
   (void)ensure_directory(root_fd.get(), config.guest_work_dir, owner,
                          "work_dir " + config.guest_work_dir);
-  build_dev(root_fd.get(), owner);
-  bind_egress(config, root_fd.get());
-  bind_host_tools(config, root_fd.get());
+  build_dev(config, root_fd.get(), storage);
+  bind_host_tools(root_fd.get(), storage);
 }
 
 }  // namespace
 
-void build_root(const SpawnConfig& config) {
+std::string fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+BuiltRoot build_root(const SpawnConfig& config, int sandbox, int lower) {
+  BuiltRoot built;
+  built.storage = mount_storage(config, sandbox);
   if (config.root_kind == RootKind::host) {
-    build_host_root(config);
+    build_host_root(config, sandbox, built.storage.get());
   } else if (config.root_kind == RootKind::directory) {
-    build_image_root(config);
+    if (lower < 0) fail("open the image's rootfs", EBADF);
+    build_image_root(config, sandbox, built.storage.get(), lower);
   } else {
     fail("root kind", EINVAL);
+  }
+  built.root = open_root(sandbox);
+  return built;
+}
+
+void harden_proc(int root) {
+  UniqueFd proc = open_beneath(root, "proc", "open /proc");
+  // Read-only: the kernel's knobs. Bound onto themselves, then remounted read-only.
+  for (const char* name : {"sys", "sysrq-trigger", "irq", "bus", "fs"}) {
+    UniqueFd target(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+    if (!target) continue;  // not on this kernel
+    const std::string path = fd_path(target.get());
+    must_mount(path, path, nullptr, MS_BIND | MS_REC, "", std::string("bind /proc/") + name);
+    UniqueFd bound(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+    if (!bound) fail(std::string("reopen /proc/") + name, errno);
+    must_mount("", fd_path(bound.get()), nullptr,
+               MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "",
+               std::string("make /proc/") + name + " read-only");
+  }
+  // Masked: what describes the host's kernel rather than the sandbox.
+  UniqueFd null(sys::openat2(root, "dev/null", O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+  if (!null) fail("open /dev/null", errno);
+  for (const char* name : {"kcore", "keys", "timer_list", "sched_debug", "latency_stats",
+                           "kallsyms", "kpagecount", "kpageflags", "kpagecgroup"}) {
+    UniqueFd target(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+    if (!target) continue;
+    must_mount(fd_path(null.get()), fd_path(target.get()), nullptr, MS_BIND, "",
+               std::string("mask /proc/") + name);
+  }
+  for (const char* name : {"acpi", "scsi", "asound"}) {
+    UniqueFd target(sys::openat2(proc.get(), name, O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
+                                 sys::kResolveConfined));
+    if (!target) continue;
+    must_mount("tmpfs", fd_path(target.get()), "tmpfs",
+               MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0555,size=4k",
+               std::string("mask /proc/") + name);
   }
 }
 

@@ -1,26 +1,41 @@
-// Builds a sandbox's root filesystem under config.root_mount, in the calling process's (private)
-// mount namespace. As root this runs in the monitor, before the init is cloned, so overlay and
-// bind mounts are made with the host's privilege and the user namespace inherits them locked;
-// unprivileged it runs in the init itself, inside its own user namespace.
+// Builds a sandbox's root filesystem at <sandbox>/root, and its storage at <sandbox>/storage, in
+// the current (private) mount namespace. As root, the monitor calls it in its own namespace
+// before cloning the init; unprivileged, the init calls it inside its user namespace.
 //
-// image "host":  a small read-only tmpfs "/" holding a recursive read-only bind of every top-level
-//                directory of the host root (except proc, sys, dev, tmp, run, lost+found) and
-//                copies of its top-level links; fresh tmpfs /tmp and /run; the work storage bound
-//                read-write at the work dir; the hidden paths covered.
-// directory:     an overlay (lower = the image rootfs, upper = the sandbox's own directory);
-//                tmpfs /tmp and /run; the work dir created (owned by the guest root).
-// Both:          a tmpfs /dev (read-only after setup) with null, zero, full, random, urandom and
-//                tty bound from the host, the usual /proc/self/fd links, /dev/shm and a private
-//                devpts; /run/airlock bound read-only from the egress directory when bridging;
-//                /run/airlock-host-tools bound read-only from the host-tool socket directory.
-// /proc and /sys are mounted by the init, which alone is inside the new pid namespace.
+// Storage: one tmpfs of `storage_bytes` and `storage_inodes`, owned by the guest root, holding
+// every place the guest can write —
+//   storage/work       image "host": bound at the work dir (or at its new first component)
+//   storage/upper, storage/ovl-work    images: the overlay's upper layer and its workdir
+//   storage/tmp, run, shm              bound at /tmp, /run, /dev/shm
+//   storage/host-tools                 bound read-only at /run/airlock-host-tools; the host
+//                                      creates its sockets through the storage descriptor
+// so no guest can fill the host's disk or inodes, and no mount the guest sees names a host path
+// (every bind's source is a directory of that tmpfs).
+//
+// Every failure ends the process through fail() (report.hpp): a root is built whole or not at
+// all.
 #pragma once
 
 #include "backends/linux/spawn_config.hpp"
+#include "backends/linux/unique_fd.hpp"
 
 namespace airlock::linux_backend::init {
 
-// Fails (and ends the process through `fail`) on any error, naming the step.
-void build_root(const SpawnConfig& config);
+struct BuiltRoot {
+  UniqueFd root;     // O_PATH: the sandbox's "/" (the top mount at <sandbox>/root)
+  UniqueFd storage;  // O_PATH: the storage tmpfs's root, read-write (the guest sees only binds)
+};
+
+// `sandbox` is an O_PATH descriptor of <sandbox>; `lower` an O_PATH descriptor of the image's
+// rootfs (directory images; -1 otherwise) — already idmapped when the image needs it.
+BuiltRoot build_root(const SpawnConfig& config, int sandbox, int lower);
+
+// After /proc is mounted beneath `root`: /proc/sys, /proc/sysrq-trigger and the other kernel
+// knobs read-only, and the files that describe the host's kernel state (kcore, keys,
+// timer_list, …) masked, as container runtimes do.
+void harden_proc(int root);
+
+// "/proc/self/fd/N".
+std::string fd_path(int fd);
 
 }  // namespace airlock::linux_backend::init

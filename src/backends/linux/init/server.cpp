@@ -207,7 +207,8 @@ void Server::read_request(Connection& connection) {
       Reply answer;
       answer.kind = ReplyKind::ok;
       answer.version = protocol::kVersion;
-      reply(connection, answer, &resources_.root, 1);
+      const int handed[] = {resources_.root, resources_.host_tools};
+      reply(connection, answer, handed, 2);
       return;
     }
     case protocol::Op::exec:
@@ -522,7 +523,9 @@ std::int64_t Server::next_deadline() const {
 void Server::run() {
   const int listener_flags = ::fcntl(resources_.listener, F_GETFL);
   ::fcntl(resources_.listener, F_SETFL, listener_flags | O_NONBLOCK);
-  if ((config_.flags & kEgressBridge) != 0) bridging_ = bridge_.start();
+  if ((config_.flags & kEgressBridge) != 0 && resources_.egress >= 0) {
+    bridging_ = bridge_.start(resources_.egress);
+  }
   std::vector<struct pollfd> fds;
   std::vector<Connection*> polled;
   for (;;) {
