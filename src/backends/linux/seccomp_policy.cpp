@@ -1,15 +1,21 @@
 #include "backends/linux/seccomp_policy.hpp"
 
 #include <errno.h>
+#include <linux/netlink.h>
 #include <linux/sched.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "airlock/errors.hpp"
 #include "backends/linux/unique_fd.hpp"
@@ -17,18 +23,151 @@
 namespace airlock::linux_backend {
 namespace {
 
-constexpr const char* kDenied[] = {
-    "acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module",
-    "delete_module", "finit_module", "fsconfig", "fsmount", "fsopen", "fspick",
-    "get_kernel_syms", "init_module", "io_uring_enter", "io_uring_register", "io_uring_setup",
-    "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl", "lookup_dcookie",
-    "mount", "mount_setattr", "move_mount", "name_to_handle_at", "nfsservctl",
-    "open_by_handle_at", "open_tree", "perf_event_open", "pidfd_getfd", "pivot_root",
-    "process_vm_readv", "process_vm_writev", "ptrace", "query_module", "quotactl",
-    "quotactl_fd", "reboot", "request_key", "setns", "settimeofday", "stime", "swapoff",
-    "swapon", "_sysctl", "sysfs", "syslog", "umount", "umount2", "unshare", "uselib",
-    "userfaultfd", "ustat", "vm86", "vm86old", "fanotify_init", "lsm_set_self_attr",
+// The allowlist, by family; docs/backends/linux-seccomp.md gives each family's reason. A name
+// that is not a syscall on the architecture being compiled for (the 32-bit variants, the
+// x86-only ones elsewhere) is skipped. What is not here fails with ENOSYS.
+
+// Descriptors and the file system. Every path is resolved inside the sandbox's own mount
+// namespace; device nodes need CAP_MKNOD, which no guest holds, so mknod makes FIFOs only.
+constexpr const char* kFiles[] = {
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
+    "pwritev2", "open", "openat", "openat2", "creat", "close", "close_range", "dup", "dup2",
+    "dup3", "lseek", "fcntl", "flock", "pipe", "pipe2", "sendfile", "splice", "tee", "vmsplice",
+    "copy_file_range", "stat", "lstat", "fstat", "newfstatat", "statx", "statfs", "fstatfs",
+    "access", "faccessat", "faccessat2", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
+    "mkdir", "mkdirat", "rmdir", "mknod", "mknodat", "link", "linkat", "symlink", "symlinkat",
+    "unlink", "unlinkat", "rename", "renameat", "renameat2", "readlink", "readlinkat",
+    "truncate", "ftruncate", "fallocate", "fadvise64", "readahead", "fsync", "fdatasync",
+    "sync", "syncfs", "sync_file_range", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown",
+    "fchown", "lchown", "fchownat", "umask", "utime", "utimes", "futimesat", "utimensat",
+    "getxattr", "lgetxattr", "fgetxattr", "listxattr", "llistxattr", "flistxattr", "setxattr",
+    "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "inotify_init",
+    "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "memfd_create", "cachestat",
 };
+
+// The process's own address space. mlock is bounded by RLIMIT_MEMLOCK and the cgroup.
+constexpr const char* kMemory[] = {
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock",
+    "mlock2", "munlock", "mlockall", "munlockall", "membarrier", "pkey_alloc", "pkey_free",
+    "pkey_mprotect", "map_shadow_stack", "mseal",
+};
+
+// Processes and threads (clone is filtered below). The pid namespace bounds which processes
+// kill and the pidfd calls can name; rlimits and priorities only go where the kernel's own
+// checks let an unprivileged process go.
+constexpr const char* kProcesses[] = {
+    "fork", "vfork", "execve", "execveat", "exit", "exit_group", "wait4", "waitid", "getpid",
+    "getppid", "gettid", "getpgid", "setpgid", "getpgrp", "getsid", "setsid", "kill", "tkill",
+    "tgkill", "pidfd_open", "pidfd_send_signal", "process_mrelease", "set_tid_address",
+    "set_robust_list", "get_robust_list", "futex", "futex_waitv", "futex_wake", "futex_wait",
+    "futex_requeue", "rseq", "arch_prctl", "prctl", "getrlimit", "setrlimit", "prlimit64",
+    "getrusage", "getpriority", "setpriority", "sched_yield", "sched_getaffinity",
+    "sched_setaffinity", "sched_getparam", "sched_setparam", "sched_getscheduler",
+    "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
+    "sched_rr_get_interval", "sched_getattr", "sched_setattr", "ioprio_get", "ioprio_set",
+    "getcpu",
+};
+
+// Identity within the sandbox's user namespace; capabilities can only be dropped (the bounding
+// set is empty, securebits are locked).
+constexpr const char* kIdentity[] = {
+    "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid",
+    "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
+    "setgroups", "capget", "capset",
+};
+
+// Signals, to processes the pid namespace shows.
+constexpr const char* kSignals[] = {
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend",
+    "rt_sigtimedwait", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "sigaltstack", "signalfd",
+    "signalfd4", "pause", "alarm", "restart_syscall",
+};
+
+// Reading clocks, sleeping and timers; setting a clock is denied below.
+constexpr const char* kTime[] = {
+    "clock_gettime", "clock_getres", "clock_nanosleep", "gettimeofday", "time", "nanosleep",
+    "getitimer", "setitimer", "timer_create", "timer_settime", "timer_gettime",
+    "timer_getoverrun", "timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+    "times",
+};
+
+// Sockets (socket and socketpair are filtered below), in the sandbox's own network namespace.
+constexpr const char* kSockets[] = {
+    "bind", "connect", "listen", "accept", "accept4", "getsockname", "getpeername",
+    "getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
+    "recvmmsg", "shutdown",
+};
+
+// Waiting on descriptors, and the descriptors made for waiting.
+constexpr const char* kPolling[] = {
+    "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
+};
+
+// System V and POSIX IPC, private to the sandbox's IPC namespace.
+constexpr const char* kIpc[] = {
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+    "shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend",
+    "mq_timedreceive", "mq_notify", "mq_getsetattr",
+};
+
+// Self-sandboxing (a filter can only be added, never removed; no_new_privs is already set),
+// and what the system says about itself.
+constexpr const char* kSelf[] = {
+    "seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+    "uname", "sysinfo", "getrandom",
+};
+
+// Refused explicitly with EPERM: the syscall exists and this process may not use it, which is
+// what an unprivileged program expects to hear (and handles) from all of these.
+constexpr const char* kDenied[] = {
+    // Host-wide pools a sandbox could drain (fs.aio-max-nr, the per-user key quotas), and
+    // io_uring's large attack surface.
+    "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "keyctl", "add_key", "request_key",
+    // Kernel programs, events and page-fault handlers.
+    "bpf", "perf_event_open", "userfaultfd", "fanotify_init", "lookup_dcookie",
+    // The sandbox's shape: mounts and roots, namespaces.
+    "mount", "umount", "umount2", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount",
+    "open_tree", "open_tree_attr", "mount_setattr", "pivot_root", "chroot", "unshare", "setns",
+    // Other processes' memory and descriptors.
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    // File handles: open_by_handle_at resolves a handle without a path (the classic escape).
+    "open_by_handle_at", "name_to_handle_at",
+    // The machine: modules, kexec, reboot, swap, clocks, accounting, logs, quotas, hardware.
+    "init_module", "finit_module", "delete_module", "create_module", "query_module",
+    "get_kernel_syms", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "stime", "acct", "syslog",
+    "quotactl", "quotactl_fd", "nfsservctl", "uselib", "vm86", "vm86old", "iopl", "ioperm",
+    "vhangup", "sethostname", "setdomainname",
+    // Memory outside the kernel's reach and NUMA placement (Docker: CAP_SYS_NICE).
+    "memfd_secret", "mbind", "set_mempolicy", "set_mempolicy_home_node", "migrate_pages",
+    "move_pages",
+    // The process's LSM attributes.
+    "lsm_set_self_attr",
+};
+
+// Syscalls newer than some libseccomp releases in use (2.5.4 knows none of these by name),
+// by their number in the table every architecture has shared since Linux 5.1 (424 onwards).
+struct LateSyscall {
+  const char* name;
+  int number;
+};
+constexpr LateSyscall kLateSyscalls[] = {
+    {"cachestat", 451},        {"fchmodat2", 452},  {"map_shadow_stack", 453},
+    {"futex_wake", 454},       {"futex_wait", 455}, {"futex_requeue", 456},
+    {"lsm_set_self_attr", 460}, {"mseal", 462},     {"open_tree_attr", 467},
+};
+
+// The CLONE_NEW* flags clone(2) can carry (CLONE_NEWTIME shares its bit with the exit signal
+// there, and only clone3 and unshare take it).
+constexpr std::uint64_t kCloneNewFlags[] = {CLONE_NEWNS,   CLONE_NEWUTS, CLONE_NEWIPC,
+                                            CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+                                            CLONE_NEWCGROUP};
+// The values Docker's default profile allows: Linux, PER_LINUX32, UNAME26, both, and the query.
+constexpr std::uint64_t kPersonalities[] = {0x0, 0x8, 0x20000, 0x20008, 0xffffffff};
+// Push input into a terminal another process reads (TIOCSTI), or drive the virtual console.
+constexpr std::uint32_t kDeniedIoctls[] = {TIOCSTI, TIOCLINUX};
 
 struct ContextDeleter {
   void operator()(void* context) const { seccomp_release(context); }
@@ -39,60 +178,211 @@ struct ContextDeleter {
                      what + ": " + std::to_string(-result));
 }
 
+// Masked-equality patterns (mask, value) on a 32-bit value that together match every value
+// except `excluded`, each value exactly once: the leaves of a binary trie over the value's bits
+// that hold none of the excluded values. libseccomp has no "masked not-equal", and a rule that
+// ignores the arguments would override every conditional rule of the same syscall.
+void complement_patterns(std::span<const std::uint32_t> excluded, std::uint32_t prefix,
+                         int depth, std::vector<std::pair<std::uint32_t, std::uint32_t>>& out) {
+  const std::uint32_t mask = depth == 0 ? 0 : ~std::uint32_t{0} << (32 - depth);
+  bool holds_excluded = false;
+  for (std::uint32_t value : excluded) holds_excluded |= (value & mask) == prefix;
+  if (!holds_excluded) {
+    out.emplace_back(mask, prefix);
+    return;
+  }
+  if (depth == 32) return;  // exactly an excluded value
+  const std::uint32_t bit = std::uint32_t{1} << (31 - depth);
+  complement_patterns(excluded, prefix, depth + 1, out);
+  complement_patterns(excluded, prefix | bit, depth + 1, out);
+}
+
+int resolve(const char* name) {
+  int number = seccomp_syscall_resolve_name(name);
+#if defined(__x86_64__) || defined(__aarch64__)
+  if (number == __NR_SCMP_ERROR) {
+    for (const LateSyscall& late : kLateSyscalls) {
+      if (std::string_view(late.name) == name) number = late.number;
+    }
+  }
+#endif
+  return number;  // negative: not a syscall here (or a pseudo number for another architecture)
+}
+
+class PolicyBuilder {
+ public:
+  PolicyBuilder() : context_(seccomp_init(SCMP_ACT_ERRNO(ENOSYS))) {
+    if (!context_) throw BackendError("the sandbox's seccomp filter could not be built", "init");
+    if (int rc = seccomp_attr_set(ctx(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        rc != 0) {
+      failed("bad-arch action", rc);
+    }
+    // no_new_privs is set by the init itself, just before the filter is loaded.
+    if (int rc = seccomp_attr_set(ctx(), SCMP_FLTATR_CTL_NNP, 0); rc != 0) {
+      failed("nnp attribute", rc);
+    }
+    // A binary search over syscall numbers instead of one comparison per listed syscall.
+    summary_.binary_tree = seccomp_attr_set(ctx(), SCMP_FLTATR_CTL_OPTIMIZE, 2) == 0;
+  }
+
+  void allow(std::span<const char* const> names) {
+    for (const char* name : names) {
+      if (const int number = claim(name, Kind::unconditional); number >= 0) {
+        add(SCMP_ACT_ALLOW, number, name, {});
+        ++summary_.allowed;
+      }
+    }
+  }
+
+  void deny(std::span<const char* const> names) {
+    for (const char* name : names) {
+      if (const int number = claim(name, Kind::unconditional); number >= 0) {
+        add(SCMP_ACT_ERRNO(EPERM), number, name, {});
+        ++summary_.denied;
+      }
+    }
+  }
+
+  // Rules on a syscall's arguments; `name` must get all its rules through here.
+  void rule(const char* name, std::uint32_t action, std::vector<scmp_arg_cmp> conditions) {
+    const int number = claim(name, Kind::conditional);
+    if (number < 0) return;
+    add(action, number, name, conditions);
+  }
+
+  std::string export_bpf() {
+    for (const auto& [number, kind] : claimed_) {
+      if (kind == Kind::conditional) ++summary_.conditional;
+    }
+    UniqueFd memory(::memfd_create("airlock-seccomp", MFD_CLOEXEC));
+    if (!memory) throw BackendError("the sandbox's seccomp filter could not be built", "memfd");
+    if (int rc = seccomp_export_bpf(ctx(), memory.get()); rc != 0) failed("export", rc);
+    struct stat info {};
+    if (::fstat(memory.get(), &info) != 0) {
+      throw BackendError("the sandbox's seccomp filter could not be built", "fstat");
+    }
+    std::string program(static_cast<std::size_t>(info.st_size), '\0');
+    if (::pread(memory.get(), program.data(), program.size(), 0) !=
+        static_cast<ssize_t>(program.size())) {
+      throw BackendError("the sandbox's seccomp filter could not be built", "read back");
+    }
+    summary_.instructions = program.size() / 8;  // sizeof(struct sock_filter)
+    if (summary_.instructions >= kSeccompInstructionLimit) {
+      throw BackendError("the sandbox's seccomp filter could not be built",
+                         std::to_string(summary_.instructions) +
+                             " BPF instructions, over the kernel's limit");
+    }
+    return program;
+  }
+
+  const SeccompPolicySummary& summary() const noexcept { return summary_; }
+
+ private:
+  enum class Kind { unconditional, conditional };
+
+  scmp_filter_ctx ctx() const noexcept { return context_.get(); }
+
+  // Each syscall is either unconditional (allowed or denied) or conditional, never both: a rule
+  // without conditions silently replaces every conditional rule of its syscall.
+  int claim(const char* name, Kind kind) {
+    const int number = resolve(name);
+    if (number < 0) return -1;
+    const auto [entry, inserted] = claimed_.emplace(number, kind);
+    if (!inserted && (kind == Kind::unconditional || entry->second != kind)) {
+      throw BackendError("the sandbox's seccomp filter could not be built",
+                         std::string(name) + " is listed twice");
+    }
+    return number;
+  }
+
+  void add(std::uint32_t action, int number, const char* name,
+           const std::vector<scmp_arg_cmp>& conditions) {
+    const int rc = conditions.empty()
+                       ? seccomp_rule_add(ctx(), action, number, 0)
+                       : seccomp_rule_add_array(ctx(), action, number,
+                                                static_cast<unsigned int>(conditions.size()),
+                                                conditions.data());
+    if (rc != 0) failed(name, rc);
+  }
+
+  std::unique_ptr<void, ContextDeleter> context_;
+  std::map<int, Kind> claimed_;
+  SeccompPolicySummary summary_;
+};
+
+void add_argument_rules(PolicyBuilder& policy) {
+  // clone: threads and processes, in no new namespace. clone3 is left out (ENOSYS): its flags
+  // are in memory the filter cannot read, and every C library falls back to clone.
+  std::uint64_t all_new = 0;
+  for (std::uint64_t flag : kCloneNewFlags) {
+    all_new |= flag;
+    policy.rule("clone", SCMP_ACT_ERRNO(EPERM), {SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)});
+  }
+  policy.rule("clone", SCMP_ACT_ALLOW, {SCMP_A0(SCMP_CMP_MASKED_EQ, all_new, 0)});
+
+  // socket, socketpair: local, IPv4 and IPv6 sockets, and the routing netlink the C library
+  // reads interfaces and addresses from. Every other family answers EAFNOSUPPORT, as from a
+  // kernel built without it, and every other netlink protocol EPROTONOSUPPORT. The whole 64-bit
+  // argument is compared, so stray high bits are refused rather than truncated by the kernel.
+  for (const char* call : {"socket", "socketpair"}) {
+    for (std::uint64_t family : {AF_UNIX, AF_INET, AF_INET6}) {
+      policy.rule(call, SCMP_ACT_ALLOW, {SCMP_A0(SCMP_CMP_EQ, family)});
+    }
+    policy.rule(call, SCMP_ACT_ALLOW,
+                {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE)});
+    policy.rule(call, SCMP_ACT_ERRNO(EPROTONOSUPPORT),
+                {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A2(SCMP_CMP_NE, NETLINK_ROUTE)});
+    for (std::uint64_t family = 0; family < AF_NETLINK; ++family) {
+      if (family == AF_UNIX || family == AF_INET || family == AF_INET6) continue;
+      policy.rule(call, SCMP_ACT_ERRNO(EAFNOSUPPORT), {SCMP_A0(SCMP_CMP_EQ, family)});
+    }
+    policy.rule(call, SCMP_ACT_ERRNO(EAFNOSUPPORT), {SCMP_A0(SCMP_CMP_GT, AF_NETLINK)});
+  }
+
+  // ioctl: every request but TIOCSTI and TIOCLINUX (EPERM). The kernel reads the request as
+  // 32 bits, so only the low 32 bits are compared: high bits cannot smuggle one past.
+  for (std::uint32_t request : kDeniedIoctls) {
+    policy.rule("ioctl", SCMP_ACT_ERRNO(EPERM),
+                {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, request)});
+  }
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> patterns;
+  complement_patterns(kDeniedIoctls, 0, 0, patterns);
+  for (const auto& [mask, value] : patterns) {
+    policy.rule("ioctl", SCMP_ACT_ALLOW, {SCMP_A1(SCMP_CMP_MASKED_EQ, mask, value)});
+  }
+
+  // personality: the values Docker allows (the kernel reads 32 bits); any other answers ENOSYS.
+  for (std::uint64_t persona : kPersonalities) {
+    policy.rule("personality", SCMP_ACT_ALLOW,
+                {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffULL, persona)});
+  }
+}
+
+PolicyBuilder build_policy() {
+  PolicyBuilder policy;
+  policy.allow(kFiles);
+  policy.allow(kMemory);
+  policy.allow(kProcesses);
+  policy.allow(kIdentity);
+  policy.allow(kSignals);
+  policy.allow(kTime);
+  policy.allow(kSockets);
+  policy.allow(kPolling);
+  policy.allow(kIpc);
+  policy.allow(kSelf);
+  policy.deny(kDenied);
+  add_argument_rules(policy);
+  return policy;
+}
+
 }  // namespace
 
-std::string compile_seccomp_filter() {
-  std::unique_ptr<void, ContextDeleter> context(seccomp_init(SCMP_ACT_ALLOW));
-  if (!context) throw BackendError("the sandbox's seccomp filter could not be built", "init");
-  if (int rc = seccomp_attr_set(context.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-      rc != 0) {
-    failed("bad-arch action", rc);
-  }
-  // no_new_privs is set by the init itself, just before the filter is loaded.
-  if (int rc = seccomp_attr_set(context.get(), SCMP_FLTATR_CTL_NNP, 0); rc != 0) {
-    failed("nnp attribute", rc);
-  }
-  for (const char* name : kDenied) {
-    const int number = seccomp_syscall_resolve_name(name);
-    if (number == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
-    if (int rc = seccomp_rule_add(context.get(), SCMP_ACT_ERRNO(EPERM), number, 0); rc != 0) {
-      failed(std::string("deny ") + name, rc);
-    }
-  }
-  if (int rc = seccomp_rule_add(context.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-      rc != 0) {
-    failed("clone3", rc);
-  }
-  for (unsigned long flag : {CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID,
-                             CLONE_NEWNET, CLONE_NEWCGROUP}) {
-    if (int rc = seccomp_rule_add(context.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                                  SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
-        rc != 0) {
-      failed("clone flags", rc);
-    }
-  }
-  for (unsigned long request : {static_cast<unsigned long>(TIOCSTI),
-                                static_cast<unsigned long>(TIOCLINUX)}) {
-    if (int rc = seccomp_rule_add(context.get(), SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
-                                  SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffUL, request));
-        rc != 0) {
-      failed("ioctl", rc);
-    }
-  }
+std::string compile_seccomp_filter() { return build_policy().export_bpf(); }
 
-  UniqueFd memory(::memfd_create("airlock-seccomp", MFD_CLOEXEC));
-  if (!memory) throw BackendError("the sandbox's seccomp filter could not be built", "memfd");
-  if (int rc = seccomp_export_bpf(context.get(), memory.get()); rc != 0) failed("export", rc);
-  struct stat info {};
-  if (::fstat(memory.get(), &info) != 0) {
-    throw BackendError("the sandbox's seccomp filter could not be built", "fstat");
-  }
-  std::string program(static_cast<std::size_t>(info.st_size), '\0');
-  if (::pread(memory.get(), program.data(), program.size(), 0) !=
-      static_cast<ssize_t>(program.size())) {
-    throw BackendError("the sandbox's seccomp filter could not be built", "read back");
-  }
-  return program;
+SeccompPolicySummary seccomp_policy_summary() {
+  PolicyBuilder policy = build_policy();
+  policy.export_bpf();
+  return policy.summary();
 }
 
 }  // namespace airlock::linux_backend
