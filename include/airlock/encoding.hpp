@@ -26,6 +26,15 @@ std::string sha256_hex(std::string_view bytes);
 // Never truncated: a truncation collision would let one conversation's purge delete another's.
 std::string map_label_value(std::string_view value);
 
+// A label value as a digest, always: "sha256-" + 48 hex digits of SHA-256 over `value` — exactly
+// what map_label_value stores for a value it does not keep raw. For answers to callers who may
+// not learn the value (airlockd's listings): a short scope is stored raw, and shown digested.
+std::string label_digest(std::string_view value);
+
+// A label value as map_label_value stored it, digested: a value stored raw is hashed, one stored
+// as a digest already is one. So stored_label_digest(map_label_value(v)) == label_digest(v).
+std::string stored_label_digest(std::string_view stored);
+
 // The labels a sandbox carries, already mapped: airlock.scope, airlock.thread, airlock.agent,
 // airlock.kind, airlock.egress, and airlock.label.<k> for each spec label.
 std::map<std::string, std::string> sandbox_labels(const SandboxKey& key, const SandboxSpec& spec);

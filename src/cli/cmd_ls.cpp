@@ -1,4 +1,11 @@
 // airlock ls: every sandbox the backends' durable state knows about, whoever created it.
+//
+// A table, or with --json (after `ls` or before it) a JSON array with one object per sandbox:
+// the record document the Python binding's list_sandboxes() and airlockd's
+// GET /v1/backends/{name}/sandboxes also answer — backend, instance_id, kind, state,
+// egress_posture, created_at (unix seconds; 0 when unknown) and labels (as stored: a short,
+// label-safe value raw, anything else "sha256-…"). The operator reads the durable state itself
+// here, so nothing is digested further.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -13,6 +20,7 @@ namespace airlock::cli {
 namespace {
 
 std::string format_time(std::chrono::system_clock::time_point when) {
+  if (when == std::chrono::system_clock::time_point{}) return "-";  // an incomplete record
   const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
   std::tm utc{};
   ::gmtime_r(&seconds, &utc);
@@ -32,17 +40,18 @@ int run_ls(const RouterFlags& flags, const Context& context) {
     print_json(all);
     return 0;
   }
-  std::printf("%-8s %-36s %-16s %-9s %-20s %s\n", "BACKEND", "INSTANCE", "KIND", "STATE", "CREATED",
-              "SCOPE / THREAD (as stored)");
+  std::printf("%-8s %-36s %-16s %-10s %-20s %-8s %s\n", "BACKEND", "INSTANCE", "KIND", "STATE",
+              "CREATED", "EGRESS", "SCOPE / THREAD (as stored)");
   for (const auto& record : records) {
     auto label = [&](const char* name) {
       auto found = record.labels.find(name);
       return found == record.labels.end() ? std::string("-") : found->second;
     };
-    std::printf("%-8s %-36s %-16s %-9s %-20s %s / %s\n", record.backend.c_str(),
-                record.instance_id.c_str(), record.kind.c_str(), record.state.c_str(),
-                format_time(record.created_at).c_str(), label("airlock.scope").c_str(),
-                label("airlock.thread").c_str());
+    const auto column = [](const std::string& value) { return value.empty() ? "-" : value; };
+    std::printf("%-8s %-36s %-16s %-10s %-20s %-8s %s / %s\n", record.backend.c_str(),
+                record.instance_id.c_str(), column(record.kind).c_str(), record.state.c_str(),
+                format_time(record.created_at).c_str(), column(record.egress_posture).c_str(),
+                label("airlock.scope").c_str(), label("airlock.thread").c_str());
   }
   return 0;
 }
@@ -54,6 +63,9 @@ const bool kLsCommand = register_command("ls", [](CLI::App& app, Context& contex
   ls->add_option("--backend-config", flags->backend_config_file,
                  "JSON file of backend settings, keyed by backend type");
   ls->add_option("--config", flags->config_file, "JSON file: a whole router configuration");
+  ls->add_flag("--json", context.json,
+               "a JSON array on stdout, one object per sandbox (backend, instance_id, kind, "
+               "state, egress_posture, created_at in unix seconds, labels as stored)");
   ls->callback([flags, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));
     context.exit_code = run_ls(*flags, context);

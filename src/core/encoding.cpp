@@ -89,7 +89,17 @@ std::string map_label_value(std::string_view value) {
   // A raw value that already looks like a digest is hashed too, so no raw value can collide
   // with another value's digest.
   if (label_safe(value) && !looks_like_digest(value)) return std::string(value);
+  return label_digest(value);
+}
+
+std::string label_digest(std::string_view value) {
   return "sha256-" + sha256_hex(value).substr(0, 48);
+}
+
+std::string stored_label_digest(std::string_view stored) {
+  // map_label_value hashes every raw value that looks like a digest, so one that does is one.
+  if (looks_like_digest(stored)) return std::string(stored);
+  return label_digest(stored);
 }
 
 std::map<std::string, std::string> sandbox_labels(const SandboxKey& key, const SandboxSpec& spec) {

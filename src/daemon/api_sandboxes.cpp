@@ -1,7 +1,11 @@
 // Acquire, describe, dispose, and exec: the routes that concern one sandbox as a whole.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <optional>
+#include <tuple>
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
@@ -31,6 +35,25 @@ json::Json describe(const HandleRecord& record) {
                     {"instance_id", record.instance_id},
                     {"created_at", record.created_at},
                     {"spec", json::to_json(*record.spec)}};
+}
+
+// What GET /v1/sandboxes says of one handle: the operator's view. No handle (it is a bearer
+// capability: whoever holds it drives the sandbox), no key, no spec; the labels the sandbox
+// carries, every value a digest. `state` is the backend's word for the instance, "absent" when
+// its durable state does not hold it (the next call through the handle acquires a fresh one),
+// "unknown" when the backend could not be asked.
+json::Json summarize(const HandleRecord& record, const std::string& state) {
+  json::Json labels = json::Json::object();
+  for (const auto& [name, stored] : sandbox_labels(record.key, *record.spec)) {
+    labels[name] = stored_label_digest(stored);
+  }
+  return json::Json{{"backend", record.backend},
+                    {"instance_id", record.instance_id},
+                    {"kind", record.spec->kind()},
+                    {"egress_posture", record.spec->egress_posture()},
+                    {"state", state},
+                    {"created_at", record.created_at},
+                    {"labels", labels}};
 }
 
 Milliseconds elapsed_since(Clock::time_point start) {
@@ -152,8 +175,41 @@ HttpResponse Api::acquire(const HttpRequest& request) {
 
 HttpResponse Api::list_sandboxes(const HttpRequest& request) {
   refuse_unknown_query(request, {});
+  std::vector<HandleRecord> records = store_.all();
+  // Ordered by creation, not by handle: the order must not say anything about the handles.
+  std::sort(records.begin(), records.end(), [](const HandleRecord& a, const HandleRecord& b) {
+    return std::tie(a.created_at, a.instance_id) < std::tie(b.created_at, b.instance_id);
+  });
+  // Each backend named by a record is asked once; nullopt: it could not be asked.
+  std::map<std::string, std::optional<std::map<std::string, std::string>>> states;
+  for (const auto& record : records) {
+    if (states.contains(record.backend)) continue;
+    auto& known = states[record.backend];
+    for (const auto& backend : router_.backends()) {
+      if (backend->name() != record.backend) continue;
+      try {
+        std::map<std::string, std::string> by_instance;
+        for (const auto& held : backend->list_sandboxes()) {
+          by_instance.emplace(held.instance_id, held.state);
+        }
+        known = std::move(by_instance);
+      } catch (const std::exception& failed) {
+        spdlog::warn("listing: backend {} could not list its sandboxes: {}", record.backend,
+                     error_detail(failed));
+      }
+      break;
+    }
+  }
   json::Json list = json::Json::array();
-  for (const auto& record : store_.all()) list.push_back(describe(record));
+  for (const auto& record : records) {
+    const auto& known = states.at(record.backend);
+    std::string state = "unknown";
+    if (known) {
+      const auto found = known->find(record.instance_id);
+      state = found == known->end() ? "absent" : found->second;
+    }
+    list.push_back(summarize(record, state));
+  }
   return HttpResponse::json(200, {{"sandboxes", list}});
 }
 

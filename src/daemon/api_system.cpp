@@ -1,6 +1,7 @@
 // The route table, and the routes that concern the daemon and its router rather than one sandbox.
 #include <spdlog/spdlog.h>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "daemon/api.hpp"
 #include "daemon/http_errors.hpp"
@@ -30,8 +31,9 @@ void Api::add_routes(RouteTable& table) {
              BodyKind::json, nullptr, "body", bind(&Api::purge)});
   table.add({"POST", "/v1/sandboxes", "acquire (get-or-create) the sandbox for a key and spec",
              BodyKind::json, nullptr, "body", bind(&Api::acquire)});
-  table.add({"GET", "/v1/sandboxes", "every handle in the daemon's durable state", BodyKind::none,
-             nullptr, "body", bind(&Api::list_sandboxes)});
+  table.add({"GET", "/v1/sandboxes",
+             "every handle's sandbox, as an operator sees it (no handle, key or spec)",
+             BodyKind::none, nullptr, "body", bind(&Api::list_sandboxes)});
   table.add({"GET", "/v1/sandboxes/{handle}", "one handle's record", BodyKind::none, nullptr,
              "body", bind(&Api::describe_sandbox)});
   table.add({"DELETE", "/v1/sandboxes/{handle}", "dispose the handle's instance (exclusively)",
@@ -108,8 +110,13 @@ HttpResponse Api::backend_sandboxes(const HttpRequest& request) {
   const std::string& name = request.params.at("backend");
   for (const auto& backend : router_.backends()) {
     if (backend->name() != name) continue;
+    // A backend stores a short, label-safe key value raw (map_label_value): every value is
+    // digested here, so no caller reads another conversation's scope, thread or agent dir.
     json::Json list = json::Json::array();
-    for (const auto& record : backend->list_sandboxes()) list.push_back(json::to_json(record));
+    for (auto record : backend->list_sandboxes()) {
+      for (auto& [label, value] : record.labels) value = stored_label_digest(value);
+      list.push_back(json::to_json(record));
+    }
     return HttpResponse::json(200, {{"backend", name}, {"sandboxes", list}});
   }
   throw HttpError(404, "NotFound", "no backend named '" + name + "' is registered",

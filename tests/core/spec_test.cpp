@@ -79,6 +79,19 @@ TEST(Labels, LongOrUnsafeValuesAreHashedNeverTruncated) {
   EXPECT_NE(map_label_value(mapped), mapped);
 }
 
+TEST(Labels, AStoredValueDigestsAlikeWhetherItWasStoredRawOrHashed) {
+  // A short scope is stored raw; shown to a caller who may not learn it, it is digested.
+  EXPECT_EQ(label_digest("tenant-1").rfind("sha256-", 0), 0u);
+  EXPECT_EQ(label_digest("tenant-1").size(), 7u + 48u);
+  EXPECT_EQ(stored_label_digest(map_label_value("tenant-1")), label_digest("tenant-1"));
+  const std::string long_value(64, 'a');
+  EXPECT_EQ(stored_label_digest(map_label_value(long_value)), label_digest(long_value));
+  EXPECT_EQ(map_label_value(long_value), label_digest(long_value));
+  // A raw value that looks like a digest was hashed when stored: its digest is of the raw value.
+  const std::string lookalike = label_digest("x");
+  EXPECT_EQ(stored_label_digest(map_label_value(lookalike)), label_digest(lookalike));
+}
+
 TEST(Identity, LengthPrefixingKeepsDistinctTuplesDistinct) {
   // Plain concatenation would make these two keys one name.
   EXPECT_NE(sandbox_identity({"ab", "c", "d"}, "k", "closed"),

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "airlock/encoding.hpp"
@@ -386,6 +388,106 @@ TEST(DaemonApi, BackendsListTheirDeclarationsAndDurableState) {
   const Reply records = fixture.client->get("/v1/backends/scripted/sandboxes");
   EXPECT_EQ(records.json()["sandboxes"].size(), 1u);
   EXPECT_EQ(fixture.client->get("/v1/backends/nope/sandboxes").status, 404);
+}
+
+// Every caller of a daemon is equally trusted (the socket's mode, or the one shared token), so
+// nothing tells one conversation's host from another's: the listing is an operator's view that
+// names no conversation. A key, a spec or a handle from it would let any caller reach — or
+// purge — a sandbox that is not its own.
+TEST(DaemonApi, TheListingNamesNoConversationItsKeyOrItsHandle) {
+  static constexpr const char* kToken = "a-token-of-at-least-16-characters";
+  DaemonFixture fixture(nullptr, [](DaemonOptions& options) {
+    options.tcp = "127.0.0.1:0";
+    options.token = kToken;
+  });
+  const Client& over_socket = *fixture.client;
+  const Client over_tcp(fixture.options.socket_path, "http://" + fixture.daemon->tcp_address());
+  const std::vector<std::string> bearer{"Content-Type: application/json",
+                                        std::string("Authorization: Bearer ") + kToken};
+
+  // Two hosts, two conversations. Short, label-safe values: a backend stores them raw.
+  json::Json labelled = DaemonFixture::default_spec();
+  labelled["labels"] = {{"customer", "acme-corp"}};
+  labelled["egress"] = "allowlist";
+  labelled["egress_allow"] = {"pypi.org"};
+  const Reply first = over_socket.post(
+      "/v1/sandboxes",
+      {{"key", DaemonFixture::key("tenant-alpha", "thread-a1", "coder-a")}, {"spec", labelled}});
+  ASSERT_EQ(first.status, 201) << first.body;
+  const json::Json second_request{
+      {"key", DaemonFixture::key("tenant-beta", "thread-b1", "coder-b")},
+      {"spec", DaemonFixture::default_spec()}};
+  const Reply second = over_tcp.request("POST", "/v1/sandboxes", second_request.dump(), bearer);
+  ASSERT_EQ(second.status, 201) << second.body;
+
+  const std::vector<std::string> secrets{"tenant-alpha",
+                                         "thread-a1",
+                                         "coder-a",
+                                         "acme-corp",
+                                         "tenant-beta",
+                                         "thread-b1",
+                                         "coder-b",
+                                         first.json()["sandbox"].get<std::string>(),
+                                         second.json()["sandbox"].get<std::string>()};
+  for (const Reply& listed :
+       {over_socket.get("/v1/sandboxes"), over_tcp.request("GET", "/v1/sandboxes", {}, bearer),
+        over_socket.get("/v1/backends/scripted/sandboxes"),
+        over_tcp.request("GET", "/v1/backends/scripted/sandboxes", {}, bearer)}) {
+    ASSERT_EQ(listed.status, 200) << listed.body;
+    ASSERT_EQ(listed.json()["sandboxes"].size(), 2u) << listed.body;
+    for (const auto& secret : secrets) {
+      EXPECT_EQ(listed.body.find(secret), std::string::npos)
+          << "the listing names '" << secret << "': " << listed.body;
+    }
+    for (const auto& entry : listed.json()["sandboxes"]) {
+      EXPECT_FALSE(entry.contains("key"));
+      EXPECT_FALSE(entry.contains("spec"));
+      EXPECT_FALSE(entry.contains("sandbox"));
+      for (const auto& [name, value] : entry["labels"].items()) {
+        EXPECT_EQ(value.get<std::string>().rfind("sha256-", 0), 0u) << name << ": " << value;
+      }
+    }
+  }
+
+  // The operator's fields, exactly; the labels digested so an operator who knows a scope can
+  // still find its sandboxes.
+  const json::Json listed = over_socket.get("/v1/sandboxes").json()["sandboxes"];
+  std::set<std::string> fields;
+  for (const auto& [name, value] : listed[0].items()) fields.insert(name);
+  EXPECT_EQ(fields, (std::set<std::string>{"backend", "instance_id", "kind", "egress_posture",
+                                           "state", "created_at", "labels"}));
+  std::map<std::string, json::Json> by_instance;
+  for (const auto& entry : listed) by_instance[entry["instance_id"].get<std::string>()] = entry;
+  const json::Json& alpha = by_instance.at(first.json()["instance_id"].get<std::string>());
+  EXPECT_EQ(alpha["backend"], "scripted");
+  EXPECT_EQ(alpha["kind"], "deepagents");
+  EXPECT_EQ(alpha["egress_posture"], "allowlist:pypi.org");
+  EXPECT_EQ(alpha["state"], "running");
+  EXPECT_GT(alpha["created_at"].get<std::int64_t>(), 0);
+  EXPECT_EQ(alpha["labels"]["airlock.scope"], label_digest("tenant-alpha"));
+  EXPECT_EQ(alpha["labels"]["airlock.thread"], label_digest("thread-a1"));
+  EXPECT_EQ(alpha["labels"]["airlock.agent"], label_digest("coder-a"));
+  EXPECT_EQ(alpha["labels"]["airlock.label.customer"], label_digest("acme-corp"));
+  EXPECT_EQ(
+      by_instance.at(second.json()["instance_id"].get<std::string>())["labels"]["airlock.scope"],
+      label_digest("tenant-beta"));
+
+  // A host that holds its handle reads its own sandbox's key and spec — and only its own.
+  const Reply own = over_tcp.request(
+      "GET", "/v1/sandboxes/" + second.json()["sandbox"].get<std::string>(), {}, bearer);
+  ASSERT_EQ(own.status, 200) << own.body;
+  EXPECT_EQ(own.json()["key"]["scope"], "tenant-beta");
+  EXPECT_EQ(own.json()["spec"]["kind"], "deepagents");
+
+  // An instance the backend no longer holds is listed as absent: the next call makes a new one.
+  ASSERT_TRUE(fixture.scripted->dispose_kind({"tenant-beta", "thread-b1", "coder-b"}, "deepagents",
+                                             std::nullopt));
+  const json::Json after = over_socket.get("/v1/sandboxes").json()["sandboxes"];
+  for (const auto& entry : after) {
+    EXPECT_EQ(entry["state"],
+              entry["instance_id"] == second.json()["instance_id"] ? "absent" : "running")
+        << entry;
+  }
 }
 
 TEST(DaemonApi, HandleRecordsAreOwnerOnlyFiles) {

@@ -198,7 +198,7 @@ TEST(DaemonLifecycle, RestartAnswersTheHandlesItGaveOut) {
   DaemonFixture second(backend, [&](DaemonOptions& options) { options.state_dir = state.path(); });
   const Reply listed = second.client->get("/v1/sandboxes");
   ASSERT_EQ(listed.json()["sandboxes"].size(), 1u);
-  EXPECT_EQ(listed.json()["sandboxes"][0]["sandbox"], handle);
+  EXPECT_EQ(listed.json()["sandboxes"][0]["instance_id"], instance);
   const Reply read = second.client->get("/v1/sandboxes/" + handle + "/files?path=kept");
   ASSERT_EQ(read.status, 200) << read.body;
   EXPECT_EQ(read.body, "still here");

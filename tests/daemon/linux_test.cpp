@@ -179,7 +179,17 @@ TEST_F(DaemonOnLinux, ARestartedDaemonAnswersItsHandleWithTheSameSandbox) {
   DaemonFixture& second = start_daemon();
   const Reply listed = second.client->get("/v1/sandboxes");
   ASSERT_EQ(listed.json()["sandboxes"].size(), 1u) << listed.body;
-  EXPECT_EQ(listed.json()["sandboxes"][0]["sandbox"], handle);
+  EXPECT_EQ(listed.json()["sandboxes"][0]["instance_id"], instance);
+  EXPECT_EQ(listed.json()["sandboxes"][0]["state"], "running");
+  // The linux backend stores this short scope raw in its labels; neither listing shows it.
+  EXPECT_EQ(listed.body.find(scope_), std::string::npos) << listed.body;
+  EXPECT_EQ(listed.body.find(handle), std::string::npos) << listed.body;
+  const Reply held = second.client->get("/v1/backends/linux/sandboxes");
+  ASSERT_EQ(held.status, 200) << held.body;
+  ASSERT_EQ(held.json()["sandboxes"].size(), 1u) << held.body;
+  EXPECT_EQ(held.body.find(scope_), std::string::npos) << held.body;
+  EXPECT_EQ(held.json()["sandboxes"][0]["labels"], listed.json()["sandboxes"][0]["labels"])
+      << "the daemon's view and the backend's digest the same labels alike";
   const Reply read = second.client->get("/v1/sandboxes/" + handle + "/files?path=kept.txt");
   ASSERT_EQ(read.status, 200) << read.body;
   EXPECT_EQ(read.body, "still here");

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 
 namespace airlock::daemon::test {
@@ -123,6 +124,8 @@ std::shared_ptr<Sandbox> ScriptedBackend::acquire(const SandboxKey& key, const S
     slot = std::make_shared<ScriptedSandbox>(*this, name_ + "-" + std::to_string(next_instance_++),
                                              key, spec.kind());
     slot->seed_directory(spec.work_dir());
+    // As a real backend labels it in durable state (short, label-safe values stay raw).
+    labels_[slot->instance_id()] = sandbox_labels(key, spec);
   }
   return slot;
 }
@@ -182,6 +185,9 @@ std::vector<SandboxRecord> ScriptedBackend::list_sandboxes() {
     record.kind = std::get<1>(identity);
     record.egress_posture = std::get<2>(identity);
     record.state = "running";
+    if (auto found = labels_.find(record.instance_id); found != labels_.end()) {
+      record.labels = found->second;
+    }
     records.push_back(std::move(record));
   }
   return records;

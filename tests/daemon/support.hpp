@@ -123,6 +123,7 @@ class ScriptedBackend : public SandboxBackend {
   std::map<std::tuple<SandboxKey, std::string, std::string>, std::shared_ptr<ScriptedSandbox>>
       live_;
   std::vector<std::string> disposed_;
+  std::map<std::string, std::map<std::string, std::string>> labels_;  // by instance id
   int next_instance_ = 1;
   std::atomic<int> acquires_{0};
 };

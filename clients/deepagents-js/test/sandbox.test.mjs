@@ -164,7 +164,7 @@ describe("over TCP with a bearer token", () => {
     });
     assert.equal(wrong.status, 401);
     const listed = await new AirlockClient({ socketPath: daemon.socketPath }).request("GET", "/v1/sandboxes");
-    assert.deepEqual(listed.json().sandboxes.map((s) => s.key.scope), ["tcp"], "the refused acquire created nothing");
+    assert.deepEqual(listed.json().sandboxes.map((s) => s.instance_id), [box.instanceId], "the refused acquire created nothing");
     assert.equal(await box.close(), true);
   });
 });

@@ -1,9 +1,12 @@
 // `airlock run`, `ls` and `purge`, end to end through the built CLI.
 #include <sys/wait.h>
 
+#include <ctime>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "airlock/encoding.hpp"
 #include "airlock/json.hpp"
 #include "backends/linux/state_store.hpp"
 #include "linux/fixture.hpp"
@@ -163,6 +166,71 @@ TEST_F(CliTest, KeptSandboxesAreListedAndPurged) {
   EXPECT_EQ(purged.exit_code, 0) << purged.err;
   EXPECT_EQ(purged.out, "removed 1 sandbox\n");
   EXPECT_TRUE(StateStore(state_->path()).ids().empty());
+}
+
+TEST_F(CliTest, LsJsonAfterTheSubcommandDescribesEveryKeptSandbox) {
+  const std::int64_t before = std::time(nullptr);
+  const Outcome kept =
+      run({"--keep", "--kind", "listed", "--thread", "listed-thread", "--", "true"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  std::string instance_id;
+  {
+    StateStore store(state_->path());
+    for (const auto& id : store.ids()) {
+      if (auto record = store.read(id)) {
+        audit_.track(*record);
+        instance_id = record->instance_id;
+      }
+    }
+  }
+  ASSERT_FALSE(instance_id.empty());
+
+  auto listing = base("ls");
+  listing.push_back("--json");  // after the subcommand, as `airlock ls [--json]` documents
+  const Outcome listed = airlock_cli(listing, workspace_->path().string());
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const std::int64_t after = std::time(nullptr);
+  const auto records = json::Json::parse(listed.out);
+  ASSERT_TRUE(records.is_array()) << listed.out;
+  ASSERT_EQ(records.size(), 1u) << listed.out;
+  const auto& record = records[0];
+  std::set<std::string> fields;
+  for (const auto& [name, value] : record.items()) fields.insert(name);
+  EXPECT_EQ(fields, (std::set<std::string>{"backend", "instance_id", "kind", "state",
+                                           "egress_posture", "created_at", "labels"}));
+  EXPECT_EQ(record["backend"], "linux");
+  EXPECT_EQ(record["instance_id"], instance_id);
+  EXPECT_EQ(record["kind"], "listed");
+  EXPECT_EQ(record["state"], "running");
+  EXPECT_EQ(record["egress_posture"], "closed");
+  ASSERT_TRUE(record["created_at"].is_number_integer()) << record;
+  EXPECT_GE(record["created_at"].get<std::int64_t>(), before);
+  EXPECT_LE(record["created_at"].get<std::int64_t>(), after);
+  EXPECT_EQ(record["labels"]["airlock.scope"], map_label_value(key_.scope));
+  EXPECT_EQ(record["labels"]["airlock.thread"], "listed-thread");
+
+  // The global flag before the subcommand says the same.
+  auto global = base("ls");
+  global.insert(global.begin(), "--json");
+  EXPECT_EQ(airlock_cli(global, workspace_->path().string()).out, listed.out);
+  // The table shows the same sandbox, egress posture included; --help names the flag.
+  const Outcome table = airlock_cli(base("ls"), workspace_->path().string());
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(instance_id), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("EGRESS"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find(" closed "), std::string::npos) << table.out;
+  const Outcome help = airlock_cli({"ls", "--help"}, workspace_->path().string());
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--json"), std::string::npos) << help.out;
+
+  auto purge = base("purge");
+  purge.insert(purge.end(), {"--scope", key_.scope});
+  EXPECT_EQ(airlock_cli(purge, workspace_->path().string()).exit_code, 0);
+  EXPECT_TRUE(StateStore(state_->path()).ids().empty());
+  auto empty = base("ls");
+  empty.push_back("--json");
+  EXPECT_EQ(json::Json::parse(airlock_cli(empty, workspace_->path().string()).out),
+            json::Json::array());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Starts a real airlockd for a test file: its own socket, state directory and router config,
 // stopped (SIGTERM, then SIGKILL) and cleaned up when the test file ends.
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -70,11 +70,14 @@ export function skipLoudly(t, reason) {
 }
 
 // Purges every scope the daemon holds a handle for; then the backend's durable state must be
-// empty (its records carry hashed labels only, so anything left there is reported, not purged).
-async function purgeEverything(socketPath) {
+// empty (the daemon's listings name no conversation, so anything left there is reported, not
+// purged). The scopes come from the daemon's state directory, as its operator reads them: no
+// caller of the API learns another conversation's key.
+async function purgeEverything(socketPath, stateDir) {
   const { AirlockClient } = await import("../../src/index.js");
   const client = new AirlockClient({ socketPath });
-  const scopes = new Set((await client.request("GET", "/v1/sandboxes")).json().sandboxes.map((s) => s.key.scope));
+  const records = existsSync(stateDir) ? readdirSync(stateDir).filter((name) => /^sbx-[0-9a-f]{32}\.json$/.test(name)) : [];
+  const scopes = new Set(records.map((name) => JSON.parse(readFileSync(join(stateDir, name), "utf8")).key.scope));
   for (const scope of scopes) await client.request("POST", "/v1/purge", { json: { scope } });
   const { selected } = (await client.request("GET", "/v1/backends")).json();
   const held = (await client.request("GET", `/v1/backends/${selected}/sandboxes`)).json().sandboxes;
@@ -124,7 +127,7 @@ export async function startDaemon(backend = "testing", extraArgs = [], files = {
       // close() would leave one running. Purge every scope the daemon holds a handle for first.
       let left = [];
       let failed = null;
-      if (child.exitCode === null) left = await purgeEverything(socketPath).catch((error) => ((failed = error), []));
+      if (child.exitCode === null) left = await purgeEverything(socketPath, stateDir).catch((error) => ((failed = error), []));
       if (child.exitCode === null) {
         child.kill("SIGTERM");
         const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
