@@ -367,6 +367,10 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
     if (auto cached = cache_[id].lock(); cached && cached->is_live()) return cached;
   }
   store_.ensure_layout();
+  // Standbys of processes that died without disposing of them (and so never will): their
+  // records and empty cgroups are reclaimed by whichever backend starts next, not only by a
+  // purge of everything.
+  std::call_once(orphans_once_, [this] { StandbyMonitor::reclaim_orphans(store_); });
   UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
     // A record without a control secret predates it: its sandbox is replaced, never adopted.

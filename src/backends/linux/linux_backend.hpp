@@ -83,6 +83,7 @@ class LinuxBackend final : public SandboxBackend {
   std::once_flag seccomp_once_;
   std::string seccomp_;
   std::once_flag init_once_;
+  std::once_flag orphans_once_;
   std::filesystem::path init_path_;
   std::mutex cache_mutex_;
   std::map<std::string, std::weak_ptr<LinuxSandbox>> cache_;

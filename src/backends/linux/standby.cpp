@@ -29,10 +29,15 @@ std::filesystem::path record_path(const StateStore& store, const std::string& in
   return standby_directory(store) / (instance_id + ".json");
 }
 
+// The process that records a standby owns it: a standby dies with its owner (PR_SET_PDEATHSIG
+// on the owner's thread), so a record whose owner is gone names nothing anyone will claim.
 void write_record(const StateStore& store, const std::string& instance_id,
                   const std::vector<std::string>& cgroups, pid_t pid, std::uint64_t start) {
+  static const pid_t owner = ::getpid();
+  static const std::uint64_t owner_start = process_start_time(owner).value_or(0);
   const json::Json value = {{"instance_id", instance_id}, {"cgroups", cgroups},
                             {"pid", pid},                 {"start_time", start},
+                            {"owner_pid", owner},         {"owner_start_time", owner_start},
                             {"boot_id", current_boot_id()}};
   const auto path = record_path(store, instance_id);
   const auto temporary = path.string() + ".tmp";
@@ -193,30 +198,104 @@ void StandbyMonitor::discard() noexcept {
   forget_record();
 }
 
-int StandbyMonitor::reclaim_all(const StateStore& store) noexcept {
-  int reclaimed = 0;
+namespace {
+
+// Whether `pid` is still the process that started at `start` (this boot).
+bool still_running(long pid, std::uint64_t start, const std::string& boot_id) {
+  RecordFile as_record;
+  as_record.init_pid = pid;
+  as_record.init_start_time = start;
+  as_record.boot_id = boot_id;
+  return init_is_alive(as_record);
+}
+
+// Kills what a standby record names, removes its cgroups and the record.
+void reclaim(const std::filesystem::path& path, const json::Json& value) {
+  try {
+    RecordFile as_record;
+    as_record.init_pid = value.at("pid").get<long>();
+    as_record.init_start_time = value.at("start_time").get<std::uint64_t>();
+    as_record.boot_id = value.at("boot_id").get<std::string>();
+    if (UniqueFd process = open_verified_init(as_record)) {
+      sys::pidfd_send_signal(process.get(), SIGKILL);
+      struct pollfd exited {process.get(), POLLIN, 0};
+      ::poll(&exited, 1, 5000);
+    }
+    destroy_cgroups(value.at("cgroups").get<std::vector<std::string>>(), std::chrono::seconds(5));
+  } catch (...) {
+  }
+  std::error_code error;
+  std::filesystem::remove(path, error);
+}
+
+// Every record and half-written record (<id>.json.tmp: its owner died while writing it) in the
+// standby directory, parsed (null when it cannot be: a write cut short).
+template <typename Visit>
+void for_each_record(const StateStore& store, Visit visit) {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(standby_directory(store), error)) {
-    if (entry.path().extension() != ".json") continue;
+    const std::string name = entry.path().filename().string();
+    const bool complete = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    const bool partial = name.size() > 9 && name.compare(name.size() - 9, 9, ".json.tmp") == 0;
+    if (!complete && !partial) continue;
+    json::Json value;
     try {
       std::ifstream file(entry.path());
       std::stringstream text;
       text << file.rdbuf();
-      const json::Json value = json::Json::parse(text.str());
-      RecordFile as_record;
-      as_record.init_pid = value.at("pid").get<long>();
-      as_record.init_start_time = value.at("start_time").get<std::uint64_t>();
-      as_record.boot_id = value.at("boot_id").get<std::string>();
-      if (UniqueFd process = open_verified_init(as_record)) {
-        sys::pidfd_send_signal(process.get(), SIGKILL);
-        struct pollfd exited {process.get(), POLLIN, 0};
-        ::poll(&exited, 1, 5000);
-      }
-      destroy_cgroups(value.at("cgroups").get<std::vector<std::string>>(), std::chrono::seconds(5));
+      value = json::Json::parse(text.str());
     } catch (...) {
+      value = nullptr;
     }
-    std::filesystem::remove(entry.path(), error);
-    ++reclaimed;
+    visit(entry.path(), value, partial);
+  }
+}
+
+}  // namespace
+
+int StandbyMonitor::reclaim_all(const StateStore& store) noexcept {
+  int reclaimed = 0;
+  try {
+    for_each_record(store, [&](const std::filesystem::path& path, const json::Json& value,
+                               bool partial) {
+      reclaim(path, value);
+      if (!partial) ++reclaimed;
+    });
+  } catch (...) {
+  }
+  return reclaimed;
+}
+
+int StandbyMonitor::reclaim_orphans(const StateStore& store) noexcept {
+  int reclaimed = 0;
+  try {
+    for_each_record(store, [&](const std::filesystem::path& path, const json::Json& value,
+                               bool partial) {
+      if (!value.is_object()) {
+        // Cut short while being written: its owner died mid-write, or is writing it right now.
+        // Only a file that stayed this way for a minute is a leftover.
+        std::error_code error;
+        const auto written = std::filesystem::last_write_time(path, error);
+        if (!error && std::filesystem::file_time_type::clock::now() - written >
+                          std::chrono::minutes(1)) {
+          std::filesystem::remove(path, error);
+        }
+        return;
+      }
+      const std::string boot = value.value("boot_id", std::string());
+      const long pid = value.value("pid", 0L);
+      const bool standby_alive =
+          pid > 0 && still_running(pid, value.value("start_time", std::uint64_t{0}), boot);
+      const bool owner_alive = still_running(value.value("owner_pid", 0L),
+                                             value.value("owner_start_time", std::uint64_t{0}),
+                                             boot);
+      // A standby that was started and is gone will never be claimed; one not started yet is
+      // its owner's to finish, unless the owner is gone too.
+      if (standby_alive || (pid == 0 && owner_alive) || (partial && owner_alive)) return;
+      reclaim(path, value);
+      if (!partial) ++reclaimed;
+    });
+  } catch (...) {
   }
   return reclaimed;
 }

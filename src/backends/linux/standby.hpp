@@ -58,9 +58,13 @@ class StandbyMonitor {
   // The standby record is no longer needed (the sandbox's record owns the cgroups).
   void forget_record() noexcept;
 
-  // Every standby record in `store` whose process is gone or not ours: kill what remains,
-  // remove its cgroups and the record. Returns how many were reclaimed.
+  // Every standby record in `store` (each one, whoever owns it): kill what remains, remove its
+  // cgroups and the record. Returns how many were reclaimed. For purge_all.
   static int reclaim_all(const StateStore& store) noexcept;
+  // Only the standbys no one will ever claim — their process is gone, or it never started and
+  // the process that recorded it is gone — and records cut short while being written. Safe while
+  // other processes use the same state directory. Returns how many were reclaimed.
+  static int reclaim_orphans(const StateStore& store) noexcept;
 
  private:
   StandbyMonitor() = default;

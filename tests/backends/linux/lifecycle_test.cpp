@@ -219,6 +219,53 @@ TEST_F(LifecycleTest, AHostKilledAtAnyStepLeavesNothingPurgeCannotReclaim) {
   // The audit at teardown checks every tracked init, standby and cgroup is gone.
 }
 
+// A host that dies holding a standby leaves its record and its (empty) cgroups; no purge of
+// everything is needed to reclaim them: the next backend on the state directory does.
+TEST_F(LifecycleTest, ADeadHostsStandbyIsReclaimedByTheNextBackendNotOnlyByPurge) {
+  const auto standby_dir = state_->path() / "linux" / "standby";
+  std::string dead_standby;
+  std::vector<std::string> dead_cgroups;
+  {
+    HostProcess holder({state_->path().string(), "hold", key_.scope + "-holder", "1"});
+    ASSERT_TRUE(holder.line());  // the held sandbox's instance id
+    // Its backend prepares a standby after that first acquire: wait until one has started.
+    for (int attempt = 0; attempt < 400 && dead_standby.empty(); ++attempt) {
+      std::error_code error;
+      for (const auto& entry : std::filesystem::directory_iterator(standby_dir, error)) {
+        if (entry.path().extension() != ".json") continue;
+        std::stringstream text;
+        text << std::ifstream(entry.path()).rdbuf();
+        try {
+          const auto value = json::Json::parse(text.str());
+          if (value.at("pid").get<long>() > 0) {
+            dead_standby = value.at("instance_id").get<std::string>();
+            dead_cgroups = value.at("cgroups").get<std::vector<std::string>>();
+          }
+        } catch (const std::exception&) {
+        }
+      }
+      if (dead_standby.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    track_all(audit_, state_->path());
+    ASSERT_FALSE(dead_standby.empty()) << "the host never prepared a standby";
+    holder.kill_now();
+  }
+  ASSERT_FALSE(dead_cgroups.empty());
+  EXPECT_TRUE(std::filesystem::exists(standby_dir / (dead_standby + ".json")));
+  // A new backend's first acquire, of another conversation entirely.
+  auto sandbox = acquire(spec("next"), SandboxKey{key_.scope + "-next", "thread", "agent"});
+  EXPECT_EQ(sh(*sandbox, "echo alive").stdout_bytes, "alive\n");
+  EXPECT_FALSE(std::filesystem::exists(standby_dir / (dead_standby + ".json")))
+      << "the dead host's standby record was kept";
+  for (const auto& cgroup : dead_cgroups) {
+    EXPECT_FALSE(std::filesystem::exists(cgroup)) << cgroup << " was left behind";
+  }
+  // The held sandbox itself is durable by design, and is purged as usual.
+  sandbox.reset();
+  track_all(audit_, state_->path());
+  backend_->purge_all();
+}
+
 TEST_F(LifecycleTest, TheStandbyServesTheNextColdAcquireAndGoesWithItsBackend) {
   auto first = acquire(spec("first"));
   // The backend prepares a standby after its first acquire.
