@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -130,6 +132,100 @@ TEST_F(IsolationTest, NetworkIsUnreachable) {
   const ExecResult devices = sh(*sandbox, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
   EXPECT_EQ(devices.stdout_bytes, "lo\n");
   ::close(listener);
+}
+
+// A listening unix socket, open to every user, that the test plants on the host.
+class HostSocket {
+ public:
+  // `path` starting with '@' is an abstract name.
+  explicit HostSocket(std::string path) : path_(std::move(path)) {
+    fd_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    struct sockaddr_un address {};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, path_.data(), path_.size());
+    if (path_.front() == '@') address.sun_path[0] = '\0';
+    const socklen_t length =
+        static_cast<socklen_t>(offsetof(struct sockaddr_un, sun_path) + path_.size());
+    if (::bind(fd_.get(), reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::listen(fd_.get(), 8) != 0) {
+      throw std::runtime_error("cannot listen on " + path_ + ": " + std::strerror(errno));
+    }
+    if (path_.front() != '@') ::chmod(path_.c_str(), 0777);
+  }
+  ~HostSocket() {
+    if (path_.front() != '@') ::unlink(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+};
+
+// Closed egress means no channel out at all: not the network (NetworkIsUnreachable), and not a
+// host unix socket in any of the world-writable places host services and users leave them, not
+// an abstract unix socket, not another network namespace through netlink, not a vsock.
+TEST_F(IsolationTest, ClosedEgressLeavesNoChannelOut) {
+  TemporaryDirectory home_base("airlock-socket-probe");
+  const std::string tag = home_base.path().filename().string();
+  std::filesystem::create_directories("/home/" + tag);
+  std::vector<std::unique_ptr<HostSocket>> planted;
+  for (const std::string& place : {std::string("/var/tmp"), std::string("/tmp"),
+                                   std::string("/run"), std::string("/dev/shm"),
+                                   "/home/" + tag}) {
+    if (std::filesystem::is_directory(place)) {
+      planted.push_back(std::make_unique<HostSocket>(place + "/" + tag + ".sock"));
+    }
+  }
+  planted.push_back(std::make_unique<HostSocket>("@" + tag));
+  auto sandbox = acquire(spec());
+  std::string targets;
+  for (const auto& socket : planted) targets += "'" + socket->path() + "', ";
+  const ExecResult probe = sh(*sandbox, "python3 - <<'EOF'\n"
+      "import socket\n"
+      "for path in [" + targets + "]:\n"
+      "    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+      "    try:\n"
+      "        s.connect(('\\0' + path[1:]) if path.startswith('@') else path)\n"
+      "        print('REACHED', path)\n"
+      "    except OSError as e:\n"
+      "        print('unreachable', path, e.errno)\n"
+      "for family, kind, proto, what in ((40, socket.SOCK_STREAM, 0, 'vsock'),\n"
+      "                                  (16, socket.SOCK_DGRAM, 15, 'netlink uevents'),\n"
+      "                                  (16, socket.SOCK_DGRAM, 9, 'netlink audit'),\n"
+      "                                  (17, socket.SOCK_RAW, 0, 'packet')):\n"
+      "    try:\n"
+      "        socket.socket(family, kind, proto); print('OPENED', what)\n"
+      "    except OSError as e:\n"
+      "        print('refused', what, e.errno)\n"
+      "EOF\n"
+      "ip -o link 2>/dev/null | cut -d: -f2 | tr -d ' ' || cat /proc/net/dev");
+  planted.clear();
+  std::filesystem::remove_all("/home/" + tag);
+  ASSERT_EQ(probe.exit_code, 0) << probe.stderr_bytes;
+  EXPECT_EQ(probe.stdout_bytes.find("REACHED"), std::string::npos) << probe.stdout_bytes;
+  EXPECT_EQ(probe.stdout_bytes.find("OPENED"), std::string::npos) << probe.stdout_bytes;
+  // Positive control: every probe ran.
+  EXPECT_NE(probe.stdout_bytes.find("unreachable @" + tag), std::string::npos) << probe.stdout_bytes;
+  EXPECT_NE(probe.stdout_bytes.find("refused packet"), std::string::npos) << probe.stdout_bytes;
+}
+
+// The kernel's knobs are the host's: a guest may not turn them, even the ones its namespaces
+// own (its hostname, its network namespace's settings), and /sys is read-only.
+TEST_F(IsolationTest, ProcSysAndSysAreReadOnly) {
+  auto sandbox = acquire(spec());
+  const ExecResult probe = sh(*sandbox,
+      "for f in /proc/sys/kernel/hostname /proc/sys/net/ipv4/ping_group_range "
+      "/proc/sys/user/max_user_namespaces /proc/sys/fs/file-max; do "
+      "  (echo 1 > $f) 2>/dev/null && echo WROTE $f || echo refused $f; done; "
+      "grep -E ' /(proc/sys|sys) ' /proc/self/mounts | cut -d' ' -f2,4 | cut -d, -f1; "
+      "cat /proc/sys/user/max_user_namespaces /proc/sys/user/max_net_namespaces");
+  ASSERT_EQ(probe.exit_code, 0) << probe.stderr_bytes;
+  EXPECT_EQ(probe.stdout_bytes.find("WROTE"), std::string::npos) << probe.stdout_bytes;
+  EXPECT_NE(probe.stdout_bytes.find("/proc/sys ro"), std::string::npos) << probe.stdout_bytes;
+  EXPECT_NE(probe.stdout_bytes.find("/sys ro"), std::string::npos) << probe.stdout_bytes;
+  // The namespace's own ceilings: nothing may be created inside.
+  EXPECT_NE(probe.stdout_bytes.find("\n0\n0\n"), std::string::npos) << probe.stdout_bytes;
 }
 
 TEST_F(IsolationTest, CommandsHoldNoCapabilities) {
