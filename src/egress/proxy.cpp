@@ -2,6 +2,7 @@
 // that a bad path or a busy port fails right there) and the handles that close them.
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -92,24 +93,38 @@ EgressListener EgressProxy::listen(const std::filesystem::path& path, EgressPoli
   auto listener = std::make_unique<egress::Listener>();
   listener->policy = egress::CompiledPolicy::compile(policy);
   const std::string text = path.string();
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (text.empty() || text.size() >= sizeof address.sun_path) {
-    throw InvalidArgument("egress socket path \"" + text + "\" is empty or longer than " +
-                              std::to_string(sizeof address.sun_path - 1) + " bytes",
+  const std::string name = path.filename().string();
+  if (text.empty() || name.empty() || name == "." || name == "..") {
+    throw InvalidArgument("egress socket path \"" + text + "\" names no file",
                           "egress.socket_path");
   }
-  std::memcpy(address.sun_path, text.c_str(), text.size() + 1);
+  // Everything happens beneath the directory's descriptor, and the socket is bound through
+  // /proc/self/fd/N/<name>: a path of any length works (sun_path holds 108 bytes), and nothing
+  // on the way is looked up twice.
+  const std::filesystem::path parent = path.has_parent_path() ? path.parent_path() : ".";
+  listener->unix_directory.reset(
+      ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!listener->unix_directory) throw_errno("egress proxy: open " + parent.string(), text);
+  const int directory = listener->unix_directory.get();
+  const std::string bind_path = "/proc/self/fd/" + std::to_string(directory) + "/" + name;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (bind_path.size() >= sizeof address.sun_path) {
+    throw InvalidArgument("egress socket name \"" + name + "\" is longer than a unix socket "
+                              "can be named by",
+                          "egress.socket_path");
+  }
+  std::memcpy(address.sun_path, bind_path.c_str(), bind_path.size() + 1);
 
   struct stat existing {};
-  if (::lstat(text.c_str(), &existing) == 0) {
+  if (::fstatat(directory, name.c_str(), &existing, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
       throw InvalidArgument(
           "egress socket path \"" + text + "\" exists and is not a socket; refusing to replace it",
           "egress.socket_path");
     }
     // A socket left by an earlier listener (ours, or a process that died): replace it.
-    if (::unlink(text.c_str()) != 0 && errno != ENOENT) {
+    if (::unlinkat(directory, name.c_str(), 0) != 0 && errno != ENOENT) {
       throw_errno("egress proxy: removing the stale socket " + text, text);
     }
   } else if (errno != ENOENT) {
@@ -123,15 +138,21 @@ EgressListener EgressProxy::listen(const std::filesystem::path& path, EgressPoli
     throw_errno("egress proxy: bind " + text, text);
   }
   struct stat bound {};
-  if (::lstat(text.c_str(), &bound) != 0) throw_errno("egress proxy: lstat " + text, text);
-  listener->unix_path = path;  // from here on the listener removes the file when it goes
+  if (::fstatat(directory, name.c_str(), &bound, AT_SYMLINK_NOFOLLOW) != 0) {
+    throw_errno("egress proxy: lstat " + text, text);
+  }
+  listener->unix_name = name;  // from here on the listener removes the file when it goes
   listener->unix_device = bound.st_dev;
   listener->unix_inode = bound.st_ino;
-  if (::chmod(text.c_str(), options.mode) != 0) throw_errno("egress proxy: chmod " + text, text);
+  if (::fchmodat(directory, name.c_str(), options.mode, 0) != 0) {
+    throw_errno("egress proxy: chmod " + text, text);
+  }
   if (options.owner_uid || options.owner_gid) {
     const auto uid = options.owner_uid ? static_cast<uid_t>(*options.owner_uid) : uid_t(-1);
     const auto gid = options.owner_gid ? static_cast<gid_t>(*options.owner_gid) : gid_t(-1);
-    if (::lchown(text.c_str(), uid, gid) != 0) throw_errno("egress proxy: chown " + text, text);
+    if (::fchownat(directory, name.c_str(), uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      throw_errno("egress proxy: chown " + text, text);
+    }
   }
   if (::listen(listener->fd.get(), kBacklog) != 0)
     throw_errno("egress proxy: listen " + text, text);

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -51,13 +52,13 @@ LookupFunction make_lookup(const EgressProxy::Resolver& override_for_tests) {
 }  // namespace
 
 Listener::~Listener() {
-  if (!unix_path) return;
+  if (!unix_directory) return;
   // Remove the file only while it is still the socket this listener bound: another process
   // may have replaced it (adopting a live sandbox) and its listener must keep working.
   struct stat now {};
-  if (::lstat(unix_path->c_str(), &now) == 0 && now.st_dev == unix_device &&
-      now.st_ino == unix_inode) {
-    ::unlink(unix_path->c_str());
+  if (::fstatat(unix_directory.get(), unix_name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+      now.st_dev == unix_device && now.st_ino == unix_inode) {
+    ::unlinkat(unix_directory.get(), unix_name.c_str(), 0);
   }
 }
 

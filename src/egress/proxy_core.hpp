@@ -53,8 +53,11 @@ struct Listener {
   std::string sandbox_id;
   std::string endpoint;
   bool tcp = false;
-  // The socket file this listener made, and its identity, so that closing removes only it.
-  std::optional<std::filesystem::path> unix_path;
+  // The socket file this listener made — its directory (held, so that a path of any length
+  // works and the file is removed where it was made), its name, and its identity, so that
+  // closing removes only it.
+  UniqueFd unix_directory;
+  std::string unix_name;
   dev_t unix_device = 0;
   ino_t unix_inode = 0;
   bool paused = false;  // accept() hit a descriptor limit; retried after a pause

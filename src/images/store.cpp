@@ -14,6 +14,7 @@
 #include <set>
 
 #include "airlock/errors.hpp"
+#include "airlock/state_dir.hpp"
 #include "airlock/images.hpp"
 #include "images/fs.hpp"
 #include "images/rootfs_writer.hpp"
@@ -182,8 +183,9 @@ std::optional<Handles> open_store(const std::filesystem::path& root, const Owner
                                   bool create) {
   Handles handles;
   if (create) {
-    std::error_code ignored;
-    std::filesystem::create_directories(root.parent_path(), ignored);
+    // The directory the store lives in is checked like a state directory (it is one, by
+    // default): no link, nobody else's, not writable by others.
+    prepare_state_directory(std::filesystem::absolute(root).parent_path());
     if (::mkdir(root.c_str(), 0711) != 0 && errno != EEXIST) {
       throw_errno("cannot create the image store", root.string());
     }

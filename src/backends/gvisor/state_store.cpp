@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "airlock/errors.hpp"
+#include "airlock/state_dir.hpp"
 #include "airlock/json.hpp"
 
 namespace airlock::gvisor_backend {
@@ -37,6 +38,8 @@ std::string random_hex(std::size_t bytes) {
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
 
 void StateStore::ensure_layout() const {
+  // Checked before anything is made in it (no link, nobody else's, not writable by others).
+  prepare_state_directory(base_.parent_path());
   for (const auto& directory : {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes",
                                 base_ / "helpers", base_ / "egress"}) {
     std::error_code error;

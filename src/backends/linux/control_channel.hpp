@@ -55,9 +55,10 @@ class ControlChannel {
   ExecResult exec(const ExecPlan& plan) const;
 
  private:
+  // Declared (so constructed) before address_, which is computed into it.
+  UniqueFd directory_;        // held when the path is reached through /proc/self/fd
   std::string address_;       // what connect() dials
   std::string secret_;        // protocol::kSecretBytes bytes, sent with every request
-  UniqueFd directory_;        // held when the path is reached through /proc/self/fd
 };
 
 }  // namespace airlock::linux_backend

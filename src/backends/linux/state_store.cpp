@@ -13,6 +13,7 @@
 
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
+#include "airlock/state_dir.hpp"
 #include "backends/linux/syscalls.hpp"
 
 namespace airlock::linux_backend {
@@ -22,10 +23,18 @@ namespace {
 // be disposed of) but never adopted.
 constexpr int kRecordFormat = 2;
 
+// A directory of this user's only (0700), never a link.
 void make_private_directory(const std::filesystem::path& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     throw BackendError("the linux backend's state directory could not be created",
                        path.string() + ": " + std::strerror(errno));
+  }
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+      info.st_uid != ::geteuid() || (info.st_mode & 077) != 0) {
+    throw InvalidArgument(path.string() + " is not a directory of this user's only (mode 0700, "
+                                          "no link): refusing to keep sandbox state there",
+                          "state_dir");
   }
 }
 
@@ -41,15 +50,16 @@ std::string read_text(const std::string& path) {
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "linux") {}
 
 void StateStore::ensure_layout() const {
-  std::error_code ignored;
-  std::filesystem::create_directories(base_.parent_path(), ignored);
+  // The state directory is checked (no link, nobody else's, not writable by others) before
+  // anything is made in it: from here on only root and this user can change what lies beneath.
+  prepare_state_directory(base_.parent_path());
   make_private_directory(base_);
   make_private_directory(base_ / "locks");
 }
 
 UniqueFd StateStore::lock(const std::string& id) const {
   const std::filesystem::path path = base_ / "locks" / (id + ".lock");
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) {
     throw BackendError("the linux backend could not lock a sandbox's state",
                        path.string() + ": " + std::strerror(errno));
