@@ -65,6 +65,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "airlock/backend.hpp"
 #include "airlock/egress.hpp"
@@ -89,6 +90,11 @@ struct LinuxBackendConfig {
   // (disk_bytes cannot be unlimited: everything a guest writes lives in one bounded store).
   ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt,
                                    std::uint64_t{1} << 30};
+  // Cgroup directories (one per hierarchy: v1 memory and pids, or one v2 directory with both
+  // controllers) in which this backend makes its sandboxes' cgroups, instead of
+  // <hierarchy>/airlock. Required when not root: an unprivileged backend starts no sandbox
+  // without them (nothing else would bound a guest's memory and processes).
+  std::vector<std::string> delegated_cgroups;
   // Ceiling on the ptys one sandbox may hold (its devpts instance's `max=`): the kernel's pool
   // (kernel.pty.max, less the host's reserve) is shared by every sandbox.
   std::uint32_t max_ptys = 64;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -80,9 +81,29 @@ void kill_member(pid_t pid, const std::string& directory) {
   UniqueFd process(sys::pidfd_open(pid));
   if (!process) return;
   const std::string cgroups = read_small_file("/proc/" + std::to_string(pid) + "/cgroup");
-  const auto slash = directory.find("/" + std::string(kSubtree) + "/");
-  if (slash == std::string::npos) return;
-  if (cgroups.find(directory.substr(slash)) == std::string::npos) return;
+  // The directory's path within its hierarchy, as /proc/<pid>/cgroup spells it: everything
+  // after the mount point, which is the longest cgroup mount that is a prefix of it.
+  std::string relative;
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  std::size_t longest = 0;
+  while (std::getline(mountinfo, line)) {
+    const auto separator = line.find(" - cgroup");
+    if (separator == std::string::npos) continue;
+    std::istringstream head(line.substr(0, separator));
+    std::string id, parent, device, root, mount_point;
+    head >> id >> parent >> device >> root >> mount_point;
+    if (mount_point.size() > longest && directory.rfind(mount_point + "/", 0) == 0) {
+      longest = mount_point.size();
+      relative = directory.substr(mount_point.size());
+    }
+  }
+  if (relative.empty()) return;
+  // A whole line's path component must match (":/x/lx-1\n", not a prefix of another cgroup).
+  if (cgroups.find(":" + relative + "\n") == std::string::npos &&
+      cgroups.find(":" + relative + "/") == std::string::npos) {
+    return;
+  }
   sys::pidfd_send_signal(process.get(), SIGKILL);
 }
 
@@ -95,7 +116,7 @@ bool populated(const std::string& directory) {
 
 }  // namespace
 
-CgroupLayout CgroupLayout::detect() {
+CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
   CgroupLayout layout;
   std::ifstream mountinfo("/proc/self/mountinfo");
   std::string line;
@@ -120,8 +141,62 @@ CgroupLayout CgroupLayout::detect() {
       if (has_word(spaced, "cpu") && !layout.cpu_v1) layout.cpu_v1 = mount_point;
     }
   }
+  auto default_parent = [](const std::optional<std::string>& mount) {
+    return mount ? *mount + "/" + kSubtree : std::string();
+  };
+  layout.memory_parent = default_parent(layout.memory_v1);
+  layout.pids_parent = default_parent(layout.pids_v1);
+  layout.cpu_parent = default_parent(layout.cpu_v1);
+  layout.unified_parent = default_parent(layout.unified);
+  if (!delegated.empty()) {
+    // Only the delegated directories are ours to use: each goes to the hierarchy it lies in.
+    auto inside = [](const std::string& directory, const std::optional<std::string>& mount) {
+      return mount && directory.rfind(*mount + "/", 0) == 0;
+    };
+    std::string memory, pids, cpu, unified;
+    for (const auto& given : delegated) {
+      const std::string directory = std::filesystem::path(given).lexically_normal().string();
+      struct stat info {};
+      if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+        throw InvalidArgument("delegated_cgroups: " + directory + " is not a directory",
+                              "delegated_cgroups");
+      }
+      if (info.st_uid != ::geteuid() && ::geteuid() != 0) {
+        throw InvalidArgument("delegated_cgroups: " + directory + " is not owned by this user "
+                                  "(uid " + std::to_string(::geteuid()) +
+                                  "), so cgroups cannot be made in it",
+                              "delegated_cgroups");
+      }
+      bool placed = false;
+      if (inside(directory, layout.memory_v1)) memory = directory, placed = true;
+      if (inside(directory, layout.pids_v1)) pids = directory, placed = true;
+      if (inside(directory, layout.cpu_v1)) cpu = directory, placed = true;
+      if (inside(directory, layout.unified)) unified = directory, placed = true;
+      if (!placed) {
+        throw InvalidArgument("delegated_cgroups: " + directory + " is in no cgroup hierarchy "
+                                  "mounted on this host",
+                              "delegated_cgroups");
+      }
+    }
+    auto keep = [](std::optional<std::string>& mount, std::string& parent,
+                   const std::string& found) {
+      if (found.empty()) {
+        mount.reset();
+        parent.clear();
+      } else {
+        parent = found;
+      }
+    };
+    keep(layout.memory_v1, layout.memory_parent, memory);
+    keep(layout.pids_v1, layout.pids_parent, pids);
+    keep(layout.cpu_v1, layout.cpu_parent, cpu);
+    keep(layout.unified, layout.unified_parent, unified);
+  }
   if (layout.unified) {
-    const std::string controllers = read_small_file(*layout.unified + "/cgroup.controllers");
+    const std::string controllers =
+        read_small_file(layout.unified_parent == *layout.unified + "/" + kSubtree
+                            ? *layout.unified + "/cgroup.controllers"
+                            : layout.unified_parent + "/cgroup.controllers");
     layout.unified_memory = !layout.memory_v1 && has_word(controllers, "memory");
     layout.unified_pids = !layout.pids_v1 && has_word(controllers, "pids");
     layout.unified_cpu = !layout.cpu_v1 && has_word(controllers, "cpu");
@@ -129,11 +204,19 @@ CgroupLayout CgroupLayout::detect() {
   return layout;
 }
 
+std::string CgroupLayout::parent_for(const std::string& mount_point) const {
+  if (memory_v1 && mount_point == *memory_v1) return memory_parent;
+  if (pids_v1 && mount_point == *pids_v1) return pids_parent;
+  if (cpu_v1 && mount_point == *cpu_v1) return cpu_parent;
+  if (unified && mount_point == *unified) return unified_parent;
+  return mount_point + "/" + kSubtree;
+}
+
 InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::string& instance_id,
                                       const ResourceLimits& limits, bool per_command) {
   InstanceCgroups planned;
   auto add = [&](const std::string& mount_point) {
-    const std::string directory = mount_point + "/" + kSubtree + "/" + instance_id;
+    const std::string directory = layout.parent_for(mount_point) + "/" + instance_id;
     planned.directories.push_back(directory);
     planned.procs_files.push_back(directory + "/cgroup.procs");
   };

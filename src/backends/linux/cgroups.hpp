@@ -24,10 +24,18 @@ struct CgroupLayout {
   bool unified_memory = false;           // controllers available in cgroup2
   bool unified_pids = false;
   bool unified_cpu = false;
+  // Where instance cgroups are made in each hierarchy: <mount>/airlock by default, or a
+  // directory delegated to this user (see detect).
+  std::string memory_parent, pids_parent, cpu_parent, unified_parent;
 
-  // From /proc/self/mountinfo and cgroup.controllers.
-  static CgroupLayout detect();
+  // From /proc/self/mountinfo and cgroup.controllers. With `delegated` (absolute cgroup
+  // directories, one per hierarchy, that this user may create cgroups in), instance cgroups are
+  // made directly in those, and a hierarchy none of them is in is not used at all. Throws
+  // InvalidArgument naming a directory that is in no cgroup hierarchy, not a directory, or not
+  // this user's to create cgroups in.
+  static CgroupLayout detect(const std::vector<std::string>& delegated = {});
 
+  std::string parent_for(const std::string& mount_point) const;
   bool can_limit_memory() const { return memory_v1 || unified_memory; }
   bool can_limit_pids() const { return pids_v1 || unified_pids; }
   bool can_limit_cpu() const { return cpu_v1 || unified_cpu; }

@@ -33,6 +33,12 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
       parsed.default_resources.cpu_millis = config_fields::optional_count(value, path);
     } else if (field == "disk_bytes") {
       parsed.default_resources.disk_bytes = config_fields::count(value, path);
+    } else if (field == "delegated_cgroups") {
+      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of paths", path);
+      for (std::size_t i = 0; i < value.size(); ++i) {
+        parsed.delegated_cgroups.push_back(
+            config_fields::absolute_path(value[i], path + "[" + std::to_string(i) + "]").string());
+      }
     } else if (field == "max_ptys") {
       const std::uint64_t ptys = config_fields::count(value, path);
       if (ptys == 0 || ptys > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
@@ -76,6 +82,7 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
                                 ": unknown field (known: state_dir, default_image, image_store, "
                                 "uid_base, "
                                 "memory_bytes, pids, cpu_millis, disk_bytes, max_ptys, "
+                                "delegated_cgroups, "
                                 "max_concurrent_commands, "
                                 "init_path, output_ceiling_bytes, start_timeout_ms, "
                                 "per_command_cgroups, standby, limits, egress_ports, "

@@ -197,7 +197,10 @@ LinuxBackend::LinuxBackend(LinuxBackendConfig config)
   if (config_->uid_base == 0 || config_->uid_base > 0xFFFFFFFEu - 65535u) {
     throw InvalidArgument("uid_base must be above 0 and leave room for 65536 ids", "uid_base");
   }
-  if (privileged_) layout_ = CgroupLayout::detect();
+  // As root, cgroups are made under each hierarchy's airlock/ subtree (or the delegated
+  // directories, when given); unprivileged, only in directories delegated to this user.
+  cgroups_ = privileged_ || !config_->delegated_cgroups.empty();
+  if (cgroups_) layout_ = CgroupLayout::detect(config_->delegated_cgroups);
 }
 
 LinuxBackend::~LinuxBackend() {
@@ -248,8 +251,8 @@ void LinuxBackend::standby_loop() {
       StandbyMonitor::Options options;
       options.init_path = init_path();
       options.store = &store_;
-      options.layout = privileged_ ? &layout_ : nullptr;
-      options.limits = privileged_ ? config_->default_resources : ResourceLimits{};
+      options.layout = cgroups_ ? &layout_ : nullptr;
+      options.limits = cgroups_ ? config_->default_resources : ResourceLimits{};
       options.per_command_cgroups = config_->per_command_cgroups;
       options.guest_root = config_->uid_base;
       options.timeout = config_->start_timeout;
@@ -309,16 +312,16 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
   if (*disk < (std::uint64_t{1} << 20)) {
     throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
   }
-  if (!privileged_) {
-    if (asked.memory_bytes || asked.pids || asked.cpu_millis) {
-      throw InvalidArgument(
-          "resources: the linux backend enforces memory, pids and CPU limits with cgroups, which "
-          "need root; this process is not root, so a spec that asks for limits is refused",
-          "resources");
-    }
-    ResourceLimits limits;
-    limits.disk_bytes = disk;
-    return limits;
+  if (!cgroups_) {
+    // Without cgroups nothing would bound a guest's memory or processes: a fork or memory bomb
+    // would take what the host has. Refused, rather than run with less safety than as root.
+    throw InvalidArgument(
+        "the linux backend bounds every sandbox's memory and processes with cgroups; this "
+        "process is not root and no cgroups are delegated to it, so it cannot start a sandbox "
+        "as safely as root would: delegate a memory and a pids cgroup to this user and name "
+        "them in the config's delegated_cgroups (docs/backends/linux.md, Unprivileged hosts), "
+        "or run as root",
+        "delegated_cgroups");
   }
   ResourceLimits limits;
   limits.disk_bytes = disk;
@@ -330,6 +333,11 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
                               controller + " cgroup controller, so the limit cannot be enforced",
                           std::string("resources.") + leg);
   };
+  if (!privileged_ && (!limits.memory_bytes || !limits.pids)) {
+    throw InvalidArgument("resources: unprivileged, every sandbox needs a memory and a pids "
+                          "limit (the config's memory_bytes and pids may not be null)",
+                          "resources");
+  }
   if (limits.memory_bytes && !layout_.can_limit_memory()) refuse("memory_bytes", "memory");
   if (limits.pids && !layout_.can_limit_pids()) refuse("pids", "pids");
   if (limits.cpu_millis && !layout_.can_limit_cpu()) refuse("cpu_millis", "cpu");
@@ -459,7 +467,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   const std::string secret = random_bytes(protocol::kSecretBytes);
   record.control_secret = to_hex(secret);
   InstanceCgroups cgroups;
-  if (privileged_) {
+  if (cgroups_) {
     cgroups = plan_instance_cgroups(layout_, record.instance_id, resources,
                                     config_->per_command_cgroups);
   }
@@ -477,8 +485,8 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     store_.write(record);  // first: whatever happens next, purge can find it
     if (standby) {
       standby->forget_record();  // the sandbox's record names the cgroups now
-      if (privileged_) apply_instance_limits(layout_, cgroups, resources);
-    } else if (privileged_) {
+      if (cgroups_) apply_instance_limits(layout_, cgroups, resources);
+    } else if (cgroups_) {
       create_instance_cgroups(layout_, cgroups, resources);
     }
     if (privileged_) delegate_instance_cgroups(cgroups, guest_root);
@@ -511,13 +519,13 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
       config.uid_base = guest_root;
       config.gid_base = guest_root;
       config.id_count = kIdsPerSandbox;
-      config.cgroup_procs = cgroups.procs_files;
-      config.command_cgroup = cgroups.command_parent;
     } else {
       config.uid_base = static_cast<std::uint32_t>(::geteuid());
       config.gid_base = static_cast<std::uint32_t>(::getegid());
       config.id_count = 1;
     }
+    config.cgroup_procs = cgroups.procs_files;
+    config.command_cgroup = cgroups.command_parent;
     config.namespace_limits = namespace_limits(privileged_);
     config.max_commands = config_->max_concurrent_commands;
     config.seccomp_filter = filter;

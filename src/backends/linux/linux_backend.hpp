@@ -79,6 +79,7 @@ class LinuxBackend final : public SandboxBackend {
   std::shared_ptr<const LinuxBackendConfig> config_;
   StateStore store_;
   bool privileged_;
+  bool cgroups_ = false;  // root, or cgroups delegated to this user
   CgroupLayout layout_;
   std::once_flag seccomp_once_;
   std::string seccomp_;

@@ -9,6 +9,8 @@
 //   linux_test_host STATE_DIR probe SCOPE          acquire one sandbox and report, one fact per
 //                                                  line, what its boundary looks like; then
 //                                                  purge everything
+//
+// $AIRLOCK_TEST_DELEGATED_CGROUPS (colon-separated) becomes the config's delegated_cgroups.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +48,15 @@ int main(int argc, char** argv) {
   }
   LinuxBackendConfig config;
   config.state_dir = argv[1];
+  if (const char* delegated = std::getenv("AIRLOCK_TEST_DELEGATED_CGROUPS")) {
+    std::string list = delegated;
+    for (std::size_t start = 0; start < list.size();) {
+      std::size_t end = list.find(':', start);
+      if (end == std::string::npos) end = list.size();
+      if (end > start) config.delegated_cgroups.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
   const std::string mode = argv[2];
   const SandboxKey key{argv[3], "thread", "agent"};
   try {
@@ -66,14 +77,22 @@ int main(int argc, char** argv) {
       for (;;) ::pause();
     }
     if (mode == "probe") {
-      auto sandbox = backend->acquire(key, spec_for("probe"));
+      std::shared_ptr<Sandbox> sandbox;
+      try {
+        sandbox = backend->acquire(key, spec_for("probe"));
+      } catch (const InvalidArgument& refused) {
+        std::cout << "refused=" << refused.check() << "\n" << refused.what() << std::endl;
+        return 0;
+      }
       const ExecResult facts = sandbox->exec(
           Command::shell("echo uid=$(id -u); grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' "
                          "/proc/self/status | tr -d '\t'; echo procs=$(ls /proc | grep -c "
                          "'^[0-9]'); echo x > /usr/probe 2>/dev/null && echo usr=writable || "
                          "echo usr=read-only; cat /etc/shadow >/dev/null 2>&1 && echo shadow=read "
                          "|| echo shadow=denied; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d "
-                         "' ' | sed 's/^/netdev=/'"),
+                         "' ' | sed 's/^/netdev=/'; test -e /home && echo home=shown || "
+                         "echo home=hidden; echo groups=$(grep '^Groups:' /proc/self/status | "
+                         "tr -cd '0-9 ' | tr -s ' ')"),
           quick());
       std::cout << facts.stdout_bytes;
       sandbox->write_file("a/b.txt", "round trip", kDefaultWorkDir);
@@ -96,8 +115,13 @@ int main(int argc, char** argv) {
       limited.kind = "limited";
       limited.resources.pids = 10;
       try {
-        backend->acquire(key, SandboxSpec(limited));
+        auto bounded = backend->acquire(key, SandboxSpec(limited));
         std::cout << "limits=accepted\n";
+        // Twenty background sleeps under a limit of ten processes: some must be refused.
+        const ExecResult forks = bounded->exec(
+            Command::shell("for i in $(seq 20); do sleep 1 & done 2>&1 | grep -c . ; wait"),
+            quick());
+        std::cout << "pids=" << (forks.stdout_bytes != "0\n" ? "bounded" : "unbounded") << "\n";
       } catch (const InvalidArgument&) {
         std::cout << "limits=refused\n";
       }

@@ -347,6 +347,46 @@ TEST_F(IsolationTest, TheInitAnswersOnlyRequestsCarryingTheSandboxsSecret) {
   EXPECT_TRUE(owner.fetch_roots().root);
 }
 
+// The attack as a hostile guest made it: sandbox B's guest reaches sandbox A's control socket
+// (A's state directory is where B can see it, and opened up as an unprivileged host's would be
+// to the guest running as that same user) and asks for A's root. It gets nothing.
+TEST_F(IsolationTest, AnotherSandboxsGuestThatReachesTheControlSocketGetsNothing) {
+  VisibleHostDirectory visible("airlock-reachable-state");
+  const auto state = visible.path() / "state";
+  std::filesystem::create_directories(state);
+  ::chmod(state.c_str(), 0700);
+  auto first_backend = make_backend([&](LinuxBackendConfig& config) { config.state_dir = state; });
+  auto first = acquire(spec("first"), std::nullopt, first_backend.get());
+  const auto socket_path = state / "linux" / first->record().id / "control.sock";
+  for (const auto& opened : {state, state / "linux", state / "linux" / first->record().id}) {
+    ::chmod(opened.c_str(), 0755);
+  }
+  ::chmod(socket_path.c_str(), 0777);
+  auto second = acquire(spec("second"));
+  const ExecResult attack = sh(*second, "python3 - <<'EOF'\n"
+      "import socket, struct, array\n"
+      "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+      "s.settimeout(5)\n"
+      "s.connect('" + socket_path.string() + "')\n"
+      "print('connected')\n"
+      "s.send(struct.pack('<II', 2, 0) + bytes(32))\n"
+      "try:\n"
+      "    data, ancillary, flags, address = s.recvmsg(4096, socket.CMSG_SPACE(64))\n"
+      "    print('answer', len(data), 'descriptors', len(ancillary))\n"
+      "except socket.timeout:\n"
+      "    print('no answer')\n"
+      "EOF");
+  second.reset();
+  ASSERT_EQ(attack.exit_code, 0) << attack.stderr_bytes;
+  EXPECT_NE(attack.stdout_bytes.find("connected"), std::string::npos)
+      << "premise: the socket is reachable from the other guest\n" << attack.stdout_bytes;
+  EXPECT_NE(attack.stdout_bytes.find("answer 0 descriptors 0"), std::string::npos)
+      << attack.stdout_bytes;
+  EXPECT_TRUE(first->channel().ping());  // positive control: A still answers its owner
+  first.reset();
+  first_backend->purge_all();
+}
+
 TEST_F(IsolationTest, CommandsAreTheOomKillersFirstChoice) {
   auto sandbox = acquire(spec());
   EXPECT_EQ(sh(*sandbox, "cat /proc/self/oom_score_adj").stdout_bytes, "1000\n");
