@@ -42,6 +42,7 @@ struct RunOptions {
   std::vector<std::string> allow;
   std::vector<std::uint64_t> allow_ports;
   std::optional<std::uint64_t> memory;
+  std::optional<std::uint64_t> disk;
   std::optional<std::uint64_t> pids;
   std::optional<std::uint64_t> cpu;
   std::vector<std::string> puts;
@@ -98,6 +99,7 @@ SandboxSpec build_spec(const RunOptions& options) {
     if (options.egress.empty()) fields.egress = Egress::allowlist;
   }
   if (options.memory) fields.resources.memory_bytes = options.memory;
+  if (options.disk) fields.resources.disk_bytes = options.disk;
   if (options.pids) fields.resources.pids = options.pids;
   if (options.cpu) fields.resources.cpu_millis = options.cpu;
   // Each --get is a declared output: fetched after the command, under spec.files_out, landing
@@ -258,6 +260,9 @@ const bool kRunCommand = register_command("run", [](CLI::App& app, Context& cont
   command->add_option("--memory", options->memory, "memory limit in bytes");
   command->add_option("--pids", options->pids, "process limit");
   command->add_option("--cpu", options->cpu, "CPU limit in thousandths of a CPU");
+  command->add_option("--disk", options->disk,
+                      "what the guest may write in all, in bytes (its work dir, /tmp, image "
+                      "writes)");
   command->add_option("--put", options->puts, "LOCAL=GUEST: copy a file in first (repeatable)")
       ->allow_extra_args(false);
   command->add_option("--get", options->gets, "GUEST: fetch a file afterwards (repeatable)")

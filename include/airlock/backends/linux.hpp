@@ -10,54 +10,61 @@
 // transfer ceilings from `LinuxBackendConfig::limits`.
 //
 // ---- What a sandbox is made of ----
-//   root filesystem  image "host": the host's root read-only (top-level directories bound
-//                    recursively, read-only, nosuid, nodev), private /tmp and /run, a minimal
-//                    /dev, fresh /proc and /sys, and a writable work dir (spec.work_dir) created
-//                    at acquire. An image from the image store (images.hpp), or a rootfs
-//                    directory named by an absolute path: an overlay whose writes land in the
-//                    sandbox's own state directory; a stored image is pinned while in use.
-//   identity         as root, guest uids/gids 0..65535 are host uid_base..uid_base+65535 (every
-//                    sandbox of a backend shares that range; sandboxes are kept apart by their
-//                    namespaces, not by uids). Host files owned by host users — root included —
-//                    are owned by nobody inside, and stay unreadable when their mode says so
-//                    (/etc/shadow). Unprivileged, guest root is the calling user and nothing else.
+//   root filesystem  image "host": the host's /usr, /bin, /sbin, /lib*, /etc and /opt read-only
+//                    and nothing else of the host (no home, /root, /var, state directory, host
+//                    /tmp or /run), a minimal /dev, fresh /proc (its knobs read-only) and /sys.
+//                    An image from the image store (images.hpp), or a rootfs directory named by
+//                    an absolute path: an overlay over it (idmapped onto the sandbox's ids); a
+//                    stored image is pinned while in use.
+//   storage          everything the guest can write — the work dir's storage or the overlay's
+//                    upper layer, /tmp, /run, /dev/shm — is one tmpfs of resources.disk_bytes
+//                    (default 1 GiB) with an inode bound, in the sandbox's mount namespace only:
+//                    no guest can fill the host's disk. It is memory of the sandbox's cgroup.
+//   identity         as root, each live sandbox has host ids of its own: guest 0..65535 are
+//                    uid_base + n*65536 .. +65535 (n ≥ 1, held by a flock the init keeps), and
+//                    its user namespace is created by that uid, so per-user kernel pools are
+//                    the sandbox's own. Unprivileged, guest root is the calling user.
 //   commands         each in its own session and process group (and, with a delegable cgroup v2
 //                    hierarchy, its own leaf cgroup so a timeout kills its whole tree, even
-//                    descendants that left the process group); every capability dropped,
-//                    no_new_privs, a seccomp deny list (mount, unshare, setns, namespace flags
-//                    on clone, ptrace, bpf, keyctl, kexec, modules, io_uring, …), rlimits,
-//                    oom_score_adj 1000.
+//                    descendants that left the process group); non-dumpable from clone to
+//                    execve; every capability dropped, no_new_privs, a seccomp allowlist
+//                    (docs/backends/linux-seccomp.md), rlimits, oom_score_adj 1000.
 //   limits           cgroups (v1 or v2) for memory, pids and CPU, from the spec's `resources`
 //                    over the config's defaults (pids 512 and memory 2 GiB unless configured).
-//                    Unprivileged there are no cgroups: a spec asking for a limit is refused.
+//                    Unprivileged, only in cgroups delegated to the user (delegated_cgroups):
+//                    without them no sandbox is started.
 //   file plane       from the host side, beneath a held descriptor of the sandbox's root with
 //                    openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): a
 //                    link anywhere on a path — the working directory's ancestors included — is
 //                    refused by the kernel in the same lookup that does the work, so there is no
 //                    window between a check and its use.
 //   durable state    <state_dir>/linux/<id>/ holds the record (hashed labels, init pid and start
-//                    time, cgroups, creation time), the control socket and the sandbox's storage.
+//                    time, cgroups, creation time, the control secret) and the control socket.
 //                    Sandboxes outlive the process that created them; any process with access to
-//                    the state directory adopts, lists, disposes or purges them.
+//                    the state directory adopts, lists, disposes or purges them. The init answers
+//                    only requests carrying the secret. The state directory is checked before use
+//                    (no planted link, no other user's directory, nothing others may write).
 //   egress           `allowlist`: the sandbox's netns still has only loopback; inside it the init
-//                    relays 127.0.0.1:3128 to /run/airlock/egress.sock, bound read-only from
-//                    <state_dir>/linux/<id>/egress/. The backend owns ONE EgressProxy (egress.hpp:
-//                    one event-loop thread serving every sandbox's listener, started at the first
-//                    allowlisted acquire) and listens on that socket with the spec's egress_allow
-//                    as the host patterns over `egress_policy` — at create, and again whenever a
-//                    process adopts the live sandbox (the socket is unlinked and re-bound, so the
-//                    last process to acquire serves it). The listener lives until the sandbox is
+//                    relays 127.0.0.1:3128 to egress.sock in <state_dir>/linux/<id>/egress/,
+//                    reached through a descriptor it took before leaving the host's mount
+//                    namespace. The backend owns ONE EgressProxy (egress.hpp: one event-loop
+//                    thread serving every sandbox's listener, started at the first allowlisted
+//                    acquire) and listens on that socket with the spec's egress_allow as the host
+//                    patterns over `egress_policy` — at create, and again whenever a process
+//                    adopts the live sandbox (the socket is unlinked and re-bound, so the last
+//                    process to acquire serves it). The listener lives until the sandbox is
 //                    disposed or the backend is destroyed; a kept sandbox whose process exits has
 //                    no proxy until it is acquired again (its guest then just fails to connect).
 //                    HTTPS_PROXY/HTTP_PROXY name the bridge; the proxy speaks CONNECT only.
 //
 // ---- Hazards a host should know ----
-//   - image "host" shows the guest every host file readable by "others" (like
-//     `bwrap --ro-bind / /`). The state directory is covered; other secrets must be protected by
-//     their modes, or use an image.
-//   - The work dir storage has no quota: a guest can fill the disk the state directory is on.
-//   - Not root: no cgroups (so no memory/pids/CPU limits and no per-command cgroups), and the
-//     guest keeps the caller's supplementary groups (unmapped, shown as nogroup).
+//   - image "host" shows the guest every file under the shown directories readable by
+//     "others". Keep secrets out of /usr, /etc and /opt, or use an image.
+//   - disk_bytes and memory_bytes share one budget: what a guest stores is memory.
+//   - A memory limit under which one sandbox could hold half of the host's file table (in files
+//     kept open by mappings) is refused: raise fs.file-max, as systemd does.
+//   - Not root: no sandbox without delegated cgroups; guest root is the calling user, and the
+//     user's sandboxes share that user's per-user kernel pools.
 #pragma once
 
 #include <chrono>
