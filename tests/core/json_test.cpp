@@ -52,7 +52,8 @@ TEST(JsonSpec, EveryFieldRoundTrips) {
     "files_out": {"max_bytes_per_file": 4, "max_total_bytes": 5, "max_files": 6},
     "outputs_named_at_call_time": true, "identities": ["app"],
     "requires_os_family": "posix",
-    "resources": {"memory_bytes": 67108864, "pids": 64, "cpu_millis": 500}})";
+    "resources": {"memory_bytes": 67108864, "pids": 64, "cpu_millis": 500,
+                  "disk_bytes": 134217728}})";
   const SandboxSpec spec = parse_spec(parse_text(text, "spec"));
   const SandboxSpec again = parse_spec(to_json(spec));
   EXPECT_EQ(to_json(again), to_json(spec));
@@ -60,6 +61,7 @@ TEST(JsonSpec, EveryFieldRoundTrips) {
   EXPECT_EQ(spec.declared_outputs()[0].delivered_name(), "d.png");
   EXPECT_EQ(spec.declared_outputs()[1].disposition, OutputDisposition::consume);
   EXPECT_EQ(spec.resources().pids, 64u);
+  EXPECT_EQ(spec.resources().disk_bytes, std::uint64_t{128} << 20);
   EXPECT_EQ(spec.min_isolation(), Isolation::hardened_container);
   EXPECT_EQ(spec.labels().at("team"), "a b");
 }

@@ -27,7 +27,7 @@ export interface SandboxSpec {
   min_isolation?: string | null;
   files_in?: TransferLimits;
   files_out?: TransferLimits;
-  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number };
+  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number; disk_bytes?: number };
   [field: string]: unknown;
 }
 
@@ -52,7 +52,7 @@ export interface DeepagentsSpecOptions {
   filesOut?: TransferLimits;
   minIsolation?: string;
   kind?: string;
-  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number };
+  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number; disk_bytes?: number };
 }
 
 export declare function deepagentsSpec(options?: DeepagentsSpecOptions): SandboxSpec;

@@ -196,6 +196,14 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   const DockerConfig& config = engine.config;
   EngineClient& client = *engine.client;
 
+  if (spec.resources().disk_bytes) {
+    // The engine bounds a container's writable layer only on some storage drivers (overlay2 on
+    // xfs with project quotas); a limit that may not hold is refused, never ignored.
+    throw InvalidArgument("resources.disk_bytes: the docker backend cannot bound what a guest "
+                          "writes on this engine's storage; leave it unset, or use the linux "
+                          "backend",
+                          "resources.disk_bytes");
+  }
   std::string image = spec.image_id().value_or(spec.image().value_or(config.default_image));
   if (image.empty()) {
     throw InvalidArgument(

@@ -208,6 +208,12 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
         "closed, or allowlisted through the host's egress proxy",
         "egress");
   }
+  if (spec.resources().disk_bytes) {
+    throw InvalidArgument("resources.disk_bytes: the gvisor backend does not bound what a guest "
+                          "writes (its overlay grows with the host's memory or disk); leave it "
+                          "unset, or use the linux backend",
+                          "resources.disk_bytes");
+  }
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
   const auto held = identity(id);
   std::lock_guard in_process(held->mutex);
