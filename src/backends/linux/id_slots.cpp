@@ -22,8 +22,9 @@ constexpr std::uint64_t kIdCeiling = std::uint64_t{1} << 31;
                      path.string() + ": " + why);
 }
 
-// A directory of root's own, 0700, never reached through a link; made when missing.
-UniqueFd open_private_directory(const std::filesystem::path& path) {
+}  // namespace
+
+UniqueFd open_id_slot_directory(const std::filesystem::path& path) {
   for (const auto& step : {path.parent_path(), path}) {
     if (::mkdir(step.c_str(), 0700) != 0 && errno != EEXIST) unusable(step, std::strerror(errno));
     struct stat info {};
@@ -38,8 +39,6 @@ UniqueFd open_private_directory(const std::filesystem::path& path) {
   return directory;
 }
 
-}  // namespace
-
 std::uint32_t id_slot_count(std::uint32_t uid_base) {
   const std::uint64_t room = kIdCeiling > uid_base ? kIdCeiling - uid_base : 0;
   const std::uint64_t ranges = room / kIdsPerSandbox;
@@ -48,21 +47,20 @@ std::uint32_t id_slot_count(std::uint32_t uid_base) {
 
 std::filesystem::path default_id_slot_directory() { return "/run/airlock/id-slots"; }
 
-IdSlot claim_id_slot(const std::filesystem::path& directory, std::uint32_t uid_base) {
+IdSlot claim_id_slot(int slots, const std::filesystem::path& directory, std::uint32_t uid_base) {
   const std::uint32_t count = id_slot_count(uid_base);
   if (count == 0) {
     throw BackendError("the linux backend cannot hand out host id ranges",
                        "uid_base " + std::to_string(uid_base) +
                            " leaves no room below 2^31 for a sandbox's 65536 ids");
   }
-  UniqueFd slots = open_private_directory(directory);
   std::uint32_t start = 0;
   if (::getrandom(&start, sizeof start, 0) != sizeof start) start = static_cast<std::uint32_t>(::getpid());
   for (std::uint32_t tried = 0; tried < count; ++tried) {
     const std::uint32_t slot = 1 + (start + tried) % count;
     const std::uint32_t base = uid_base + slot * kIdsPerSandbox;
     const std::string name = std::to_string(base) + ".lock";
-    UniqueFd lock(::openat(slots.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+    UniqueFd lock(::openat(slots, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
                            0600));
     if (!lock) unusable(directory / name, std::strerror(errno));
     if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return IdSlot{base, std::move(lock)};

@@ -33,9 +33,13 @@ struct IdSlot {
 // signed). Zero when none.
 std::uint32_t id_slot_count(std::uint32_t uid_base);
 
-// Claims a free slot. Throws BackendError when the directory cannot be used or every slot is
-// held (naming how many sandboxes that is).
-IdSlot claim_id_slot(const std::filesystem::path& directory, std::uint32_t uid_base);
+// The slot directory (root's own, 0700, never through a link; made when missing), opened once
+// by a backend. Throws BackendError naming what is wrong with it.
+UniqueFd open_id_slot_directory(const std::filesystem::path& directory);
+
+// Claims a free slot beneath `directory` (from open_id_slot_directory; `shown` names it in
+// messages). Throws BackendError when every slot is held (naming how many sandboxes that is).
+IdSlot claim_id_slot(int directory, const std::filesystem::path& shown, std::uint32_t uid_base);
 
 // The host-wide slot directory: /run/airlock/id-slots (created 0700 when missing).
 std::filesystem::path default_id_slot_directory();

@@ -80,15 +80,14 @@ std::vector<ResourceLimit> guest_resource_limits() {
   return limits;
 }
 
-// The ceilings the init writes into its own user namespace (/proc/sys/user). No namespace of
-// any kind is made inside (the filter refuses it too: two locks). Unprivileged, every sandbox's
-// namespace is created by the calling user, so what they hold in that user's inotify pool is
-// shared with the user's own processes: each sandbox gets a quarter of it at most.
+// The ceilings the init writes into its own user namespace (/proc/sys/user). No user namespace
+// is made inside (the filter refuses it too: two locks) — and without one, no other kind of
+// namespace either, since making one takes CAP_SYS_ADMIN, which only a new user namespace
+// would give a guest. Unprivileged, every sandbox's namespace is created by the calling user,
+// so what they hold in that user's inotify pool is shared with the user's own processes: each
+// sandbox gets a quarter of it at most.
 std::vector<NamespaceLimit> namespace_limits(bool privileged) {
-  std::vector<NamespaceLimit> limits;
-  for (const char* kind : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"}) {
-    limits.push_back({std::string("max_") + kind + "_namespaces", 0});
-  }
+  std::vector<NamespaceLimit> limits{{"max_user_namespaces", 0}};
   if (!privileged) {
     auto quarter = [](const char* path, std::uint64_t fallback) {
       std::ifstream file(path);
@@ -447,7 +446,12 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   // Every range of ids is a sandbox's own (id_slots.hpp), claimed before anything exists and
   // held by the init from its start; released by the kernel whenever this attempt fails.
   std::optional<IdSlot> slot;
-  if (privileged_) slot = claim_id_slot(default_id_slot_directory(), config_->uid_base);
+  if (privileged_) {
+    std::call_once(id_slots_once_, [this] {
+      id_slots_ = open_id_slot_directory(default_id_slot_directory());
+    });
+    slot = claim_id_slot(id_slots_.get(), default_id_slot_directory(), config_->uid_base);
+  }
   const std::uint32_t guest_root =
       slot ? slot->base : static_cast<std::uint32_t>(::geteuid());
 

@@ -30,9 +30,9 @@ struct BuiltRoot {
 // rootfs (directory images; -1 otherwise) — already idmapped when the image needs it.
 BuiltRoot build_root(const SpawnConfig& config, int sandbox, int lower);
 
-// After /proc is mounted beneath `root`: /proc/sys, /proc/sysrq-trigger and the other kernel
-// knobs read-only, and the files that describe the host's kernel state (kcore, keys,
-// timer_list, …) masked, as container runtimes do.
+// After /proc is mounted beneath `root`: /proc/sys read-only, and the world-readable files that
+// describe the host's kernel state (kcore, keys, timer_list, sched_debug, kallsyms) masked, as
+// container runtimes do.
 void harden_proc(int root);
 
 // "/proc/self/fd/N".
