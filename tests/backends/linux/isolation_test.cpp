@@ -433,6 +433,7 @@ TEST_F(IsolationTest, StateDirectoryIsCoveredInsideTheSandbox) {
     EXPECT_EQ(sh(*sandbox, "test -d " + base.path().string()).exit_code, 0);
   }
   backend->purge_all();
+  backend.reset();
   audit_.expect_clean(state);
 }
 
