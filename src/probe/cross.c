@@ -26,11 +26,14 @@ struct probe_message {
 
 int probe_cross_plant(void) {
   const char *token = arg("token");
-  const char *secret = arg("secret");
+  char secrets[8192];
+  snprintf(secrets, sizeof secrets, "%s", arg_or("secrets", ""));
+  char *secret_paths[8];
+  const int secret_count = split_list(secrets, secret_paths, 8);
   const char *socket_path = arg("sock");
   char abstract[256];
-  if (!token || !secret || !socket_path || hex_decode(arg("abstract-hex"), abstract, sizeof abstract) <= 0) {
-    say("error", "arguments", "token=, secret=, sock= and abstract-hex= are needed");
+  if (!token || secret_count == 0 || !socket_path || hex_decode(arg("abstract-hex"), abstract, sizeof abstract) <= 0) {
+    say("error", "arguments", "token=, secrets=, sock= and abstract-hex= are needed");
     return 2;
   }
   const key_t shm_key = (key_t)arg_number("shm-key", 0);
@@ -38,9 +41,11 @@ int probe_cross_plant(void) {
   const long long hold_ms = arg_number("hold-ms", 30000);
   alarm((unsigned)(hold_ms / 1000 + 30));
   int failed = 0;
-  if (write_text_file(secret, token) != 0) {
-    say_errno("error", "file", errno, secret);
-    failed = 1;
+  for (int i = 0; i < secret_count; ++i) {
+    if (write_text_file(secret_paths[i], token) != 0) {
+      say_errno("error", "file", errno, secret_paths[i]);
+      failed = 1;
+    }
   }
   const int shm = shmget(shm_key, 4096, IPC_CREAT | IPC_EXCL | 0666);
   if (shm < 0) {
@@ -92,7 +97,7 @@ int probe_cross_plant(void) {
   if (listener >= 0) close(listener);
   if (abstract_listener >= 0) close(abstract_listener);
   unlink(socket_path);
-  unlink(secret);
+  for (int i = 0; i < secret_count; ++i) unlink(secret_paths[i]);
   say("info", "planted", "%s", failed ? "with errors" : "everything");
   return 0;
 }

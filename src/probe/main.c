@@ -355,6 +355,16 @@ int probe_peek(void) {
   return 0;
 }
 
+/* Writes `content` at `path` from inside the guest: a release the guest is sure to see. */
+int probe_mark(void) {
+  const char *path = arg("path");
+  if (!path || write_text_file(path, arg_or("content", "mark\n")) != 0) {
+    say_errno("error", "mark", errno, path ? path : "no path=");
+    return 2;
+  }
+  return 0;
+}
+
 /* ---- entry ---------------------------------------------------------------------------------- */
 
 static int drop_to(const char *spec) {
@@ -381,7 +391,7 @@ static const struct probe_entry kProbes[] = {
     {"net-reach", probe_net_reach},   {"kernel", probe_kernel},
     {"pool", probe_pool},             {"pool-check", probe_pool_check},
     {"cross-plant", probe_cross_plant}, {"cross-check", probe_cross_check},
-    {"peek", probe_peek},
+    {"peek", probe_peek},             {"mark", probe_mark},
 };
 
 int main(int argc, char **argv) {

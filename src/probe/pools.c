@@ -33,7 +33,7 @@
 
 #include "probe.h"
 
-#define MAX_WORKERS 256
+#define MAX_WORKERS 1024
 
 enum { W_RUNNING = 0, W_NEED_MORE, W_REFUSED, W_CAP, W_PREMISE };
 
@@ -159,11 +159,15 @@ static int one_mlock(long *units) {
     munmap(memory, (size_t)g_mlock_chunk);
     return saved;
   }
+  /* Touched, so that a kernel that only accounts a lock (gVisor's) commits the memory too. */
+  for (long offset = 0; offset < g_mlock_chunk; offset += 4096) ((volatile char *)memory)[offset] = 1;
   g_locked += g_mlock_chunk;
   *units = g_mlock_chunk / 1024;
   return 0;
 }
 
+/* A child nests user namespaces as deep as the kernel lets it (32 levels), the worker holds the
+ * deepest through a descriptor — which keeps every ancestor alive — and the child goes. */
 static int one_userns(long *units) {
   if (worker_fd_room() <= 2) return -1;
   int channel[2];
@@ -177,27 +181,41 @@ static int one_userns(long *units) {
   }
   if (child == 0) {
     close(channel[0]);
-    const int error = unshare(CLONE_NEWUSER) == 0 ? 0 : errno;
-    if (write(channel[1], &error, sizeof error) < 0) _exit(1);
-    if (error) _exit(1);
+    int made = 0;
+    int error = 0;
+    while (made < 32) {
+      if (unshare(CLONE_NEWUSER) != 0) {
+        error = errno;
+        break;
+      }
+      ++made;
+    }
+    const int reply[2] = {made, error};
+    if (write(channel[1], reply, sizeof reply) < 0) _exit(1);
     for (;;) pause();
   }
   close(channel[1]);
-  int error = EIO;
-  if (read(channel[0], &error, sizeof error) != sizeof error) error = EIO;
+  int reply[2] = {0, EIO};
+  if (read(channel[0], reply, sizeof reply) != sizeof reply) reply[1] = EIO;
   close(channel[0]);
-  if (error == 0) {
+  /* Refused only when not even one was made: a bound on nesting (EUSERS, or EPERM inside a
+   * child namespace) is not the pool — another child starts again at the top. */
+  int error = reply[0] > 0 ? 0 : reply[1];
+  if (reply[0] > 0) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/ns/user", (int)child);
     const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) error = errno;
-    else ++g_held_fds;
+    if (fd < 0) {
+      error = errno;
+      reply[0] = 0;
+    } else {
+      ++g_held_fds;
+    }
   }
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
-  if (error) return error;
-  *units = 1;
-  return 0;
+  *units = reply[0];
+  return error;
 }
 
 static void *held_thread(void *unused) {
@@ -235,7 +253,7 @@ static const struct resource kResources[] = {
     {"files", "open files", 2, one_file},
     {"pipes", "pipe pages", 1, one_pipe},
     {"mlock", "KiB locked", 2, one_mlock},
-    {"userns", "user namespaces", 1, one_userns},
+    {"userns", "user namespaces", 2, one_userns},
     {"tasks", "tasks", 1, one_task},
 };
 
@@ -388,7 +406,8 @@ int probe_pool(void) {
   const long long box_ms = arg_number("box-ms", 20000);
   const long long hold_ms = arg_number("hold-ms", 30000);
   const long cap = (long)arg_number("cap", 100000);
-  const int max_workers = (int)arg_number("max-workers", 96);
+  int max_workers = (int)arg_number("max-workers", 96);
+  if (max_workers > MAX_WORKERS) max_workers = MAX_WORKERS;
   struct marker marker;
   if (marker_prepare(&marker, arg("marker")) != 0) {
     say_errno("error", "marker", errno, "could not prepare the hold marker");

@@ -85,3 +85,4 @@ int probe_pool_check(void);
 int probe_cross_plant(void);
 int probe_cross_check(void);
 int probe_peek(void);
+int probe_mark(void);
