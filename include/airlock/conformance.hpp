@@ -231,6 +231,8 @@ struct IsolationOptions {
   // Who the host-side checks run as where root would bypass a limit (when the host is root).
   std::uint32_t unprivileged_uid = 65534;
   std::uint32_t unprivileged_gid = 65534;
+  // Empty: every probe. Otherwise only the probes named here run (and are reported).
+  std::vector<std::string> only;
 };
 
 // The probe binary: `configured` if given (it must be executable), else $AIRLOCK_ISOLATION_PROBE,

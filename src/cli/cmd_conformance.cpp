@@ -401,8 +401,9 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
       }));
     }
   }
-  // From inside the guest: what the declared rung and egress modes promise. It attacks the
-  // suites' own sandbox (egress closed) and a second one under another key, disposed after.
+  // From inside the guest: what the declared rung and egress modes promise, in two sandboxes of
+  // their own (egress closed) under two more keys, disposed after — it exhausts pools, and a
+  // sandbox may end at its own memory limit.
   if (wanted("isolation")) {
     if (!declared.contains(Capability::exec) || !declared.contains(Capability::files_in)) {
       reports.push_back({"isolation",
@@ -419,15 +420,29 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
                              ", below container: the isolation suite promises nothing there",
                          {}});
     } else {
-      subject.declare_isolation({backend->isolation(), egress_modes, Egress::closed, {}});
+      const SandboxKey own_key{key.scope, key.thread_id + "-isolation", key.agent_dir};
       const SandboxKey peer_key{key.scope, key.thread_id + "-isolation-peer", key.agent_dir};
-      subject.offer_second_sandbox(
-          [&] { return router.acquire(peer_key, spec_for(options, declared, {})); });
-      conformance::IsolationOptions isolation;
-      isolation.host_paths = host_state_paths(document, backend->name());
-      reports.push_back(
-          run_one("isolation", [&] { return conformance::run_isolation_conformance(subject, isolation); }));
-      router.dispose(peer_key);
+      reports.push_back(run_one("isolation", [&] {
+        struct Dispose {
+          SandboxRouter& router;
+          const SandboxKey& own;
+          const SandboxKey& peer;
+          ~Dispose() {
+            router.dispose(own);
+            router.dispose(peer);
+          }
+        } dispose{router, own_key, peer_key};
+        const auto attacked = router.acquire(own_key, spec_for(options, declared, {}));
+        conformance::PosixGuestSubject isolation_subject(*attacked, options.work_dir, declared,
+                                                         exec_timeout);
+        isolation_subject.declare_isolation(
+            {backend->isolation(), egress_modes, Egress::closed, {}});
+        isolation_subject.offer_second_sandbox(
+            [&] { return router.acquire(peer_key, spec_for(options, declared, {})); });
+        conformance::IsolationOptions isolation;
+        isolation.host_paths = host_state_paths(document, backend->name());
+        return conformance::run_isolation_conformance(isolation_subject, isolation);
+      }));
     }
   }
   // Last: a timeout may cost the sandbox on some providers.

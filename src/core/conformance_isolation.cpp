@@ -47,6 +47,9 @@ struct IsolationState {
   Guest a;
   std::optional<Guest> b;
   std::string second_error;  // acquiring or installing the second sandbox failed
+  std::optional<bool> kernel_differs;  // the guest's kernel is not the host's (asked once)
+  std::string kernel_evidence;
+  std::string a_ended;  // sandbox A stopped serving during this probe
 };
 
 std::string shell_quote(const std::string& text) {
@@ -174,6 +177,19 @@ KernelView kernel_view(const ProbeOutput& out) {
   return view;
 }
 
+bool guest_kernel_differs(IsolationState& s) {
+  if (!s.kernel_differs) {
+    try {
+      const KernelView view = kernel_view(run_guest(s.a, {"kernel"}, s.subject.exec_timeout()));
+      s.kernel_differs = view.differs;
+      s.kernel_evidence = view.evidence;
+    } catch (const std::exception&) {
+      s.kernel_differs = false;
+    }
+  }
+  return *s.kernel_differs;
+}
+
 // ---- the holding mechanism ---------------------------------------------------------------------
 
 // A guest command run in a host thread: it holds something until it is released.
@@ -207,17 +223,23 @@ class Holder {
   std::string error_;
 };
 
+// The marker, as the file plane sees it — and, when it sees nothing, as the guest itself does: a
+// backend whose guest writes stay inside the guest's own kernel (runsc's overlay under an
+// engine) shows the host none of them.
 std::optional<std::string> read_marker(IsolationState& s, const Guest& guest,
                                        const std::string& path) {
-  try {
-    if (s.files_out) {
-      if (!guest.sandbox->stat_file(path, s.work)) return std::nullopt;
-      return guest.sandbox->read_file(path, s.work, 64 * 1024);
+  if (s.files_out) {
+    try {
+      if (guest.sandbox->stat_file(path, s.work)) {
+        return guest.sandbox->read_file(path, s.work, 64 * 1024);
+      }
+    } catch (const std::exception&) {
+      // Asked again through the guest below.
     }
+  }
+  try {
     const ProbeOutput peek = run_guest(guest, {"peek", "path=" + path}, 10s);
     return peek.info("content");
-  } catch (const NotFound&) {
-    return std::nullopt;
   } catch (const std::exception&) {
     return std::nullopt;  // polled again; a sandbox that stopped serving shows in the verdict
   }
@@ -234,11 +256,27 @@ std::optional<std::string> wait_for_hold(IsolationState& s, const Guest& guest, 
   return read_marker(s, guest, marker);
 }
 
+// Through the guest first (a host-side write may stay invisible to a guest whose kernel keeps
+// its own overlay), then through the file plane.
 void release(IsolationState& s, const Guest& guest, const std::string& path) {
+  try {
+    const ProbeOutput marked = run_guest(guest, {"mark", "path=" + path}, 10s);
+    if (marked.done && marked.exit_code == 0) return;
+  } catch (const std::exception&) {
+  }
   try {
     guest.sandbox->write_file(path, "release\n", s.work);
   } catch (const std::exception&) {
     // The hold ends at its own timeout.
+  }
+}
+
+bool serves(const Guest& guest) {
+  try {
+    const ProbeOutput hello = run_guest(guest, {"hello"}, 20s);
+    return hello.done && hello.exit_code == 0;
+  } catch (const std::exception&) {
+    return false;
   }
 }
 
@@ -486,10 +524,10 @@ void another_sandbox_unreachable(ProbeContext& c, IsolationState& s) {
   const std::string abstract_hex = hex_encode(token);
   const std::string marker = s.a.scratch + "/.cross-" + token;
   const std::string release_path = marker + ".release";
-  s.a.sandbox->write_file(work_secret, token, s.work);
   const Milliseconds hold = s.options.hold_box;
   Holder holder(s.a,
-                {"cross-plant", "token=" + token, "secret=" + tmp_secret, "sock=" + socket_path,
+                {"cross-plant", "token=" + token, "secrets=" + work_secret + "," + tmp_secret,
+                 "sock=" + socket_path,
                  "abstract-hex=" + abstract_hex, "shm-key=" + std::to_string(shm_key),
                  "msg-key=" + std::to_string(msg_key), "marker=" + marker,
                  "release=" + release_path, "hold-ms=" + std::to_string(hold.count())},
@@ -554,13 +592,22 @@ void another_sandbox_unreachable(ProbeContext& c, IsolationState& s) {
 
 // ---- pools -------------------------------------------------------------------------------------
 
+std::string number(long long value) { return std::to_string(value); }
+
 struct PoolPlan {
   std::string resource;
   std::vector<std::string> arguments;  // cap=… and the resource's own
   bool unprivileged = false;           // the host's check runs where root would bypass a limit
   bool cap_is_failure = false;         // the cap is a fraction of the host's pool
   std::string cap_meaning;
+  // The host's own count of the pool, when it keeps one (/proc/sys/fs/file-nr, aio-nr, pty/nr):
+  // what the guest's hold cost the host, measured.
+  std::string host_counter;
 };
+
+long long read_counter(const std::string& path) {
+  return path.empty() ? -1 : host_number(path, -1);
+}
 
 void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
   Guest& b = second(c, s);
@@ -575,15 +622,24 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
                                      "release=" + release_path,
                                      "box-ms=" + std::to_string(box.count()),
                                      "hold-ms=" + std::to_string(hold.count()),
-                                     "dir=" + s.a.scratch};
+                                     "dir=" + s.a.scratch,
+                                     // Where files are made to be held: memory first, as an
+                                     // attacker would (an overlay's backing files go uncounted).
+                                     "dirs=/dev/shm,/tmp," + s.a.scratch};
   arguments.insert(arguments.end(), plan.arguments.begin(), plan.arguments.end());
+  const long long counter_before = read_counter(plan.host_counter);
   Holder holder(s.a, arguments, box + hold + 40s);
   const auto held = wait_for_hold(s, s.a, holder, marker, box + 20s);
+  const long long counter_during = held ? read_counter(plan.host_counter) : -1;
   std::optional<ProbeOutput> host_check;
   std::string host_error;
   std::optional<ProbeOutput> second_check;
   std::string second_error;
-  if (held) {
+  // A sandbox the attack ended (its own memory limit, a guest kernel that gave up): nothing is
+  // held any more, but the host and a neighbour must not have paid for it. Later probes are told.
+  const bool ended_itself = !held && holder.finished() && !serves(s.a);
+  if (ended_itself) s.a_ended = plan.resource;
+  if (held || ended_itself) {
     try {
       host_check = s.host->run({"pool-check", "resource=" + plan.resource, "dir=/tmp"},
                                plan.unprivileged, 30s);
@@ -610,7 +666,15 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
                                     out->info("fill-ms").value_or("?") + " ms"
                               : std::string()) +
                          ")";
-  if (!held) {
+  long long counter_rise = -1;
+  if (counter_before >= 0 && counter_during >= 0) {
+    counter_rise = counter_during - counter_before;
+    evidence += "; the host's " + plan.host_counter + " rose by " + number(counter_rise);
+  }
+  if (ended_itself) {
+    evidence = "the guest's sandbox ended during the attack, before it held (" +
+               (out ? ended(*out) : holder.error()) + "): it hurt only itself if the rest holds";
+  } else if (!held) {
     c.fail("could not prove it: the guest never reported that it held the pool (" +
            (out ? ended(*out) + (out->summary("error").empty() ? "" : "; " + out->summary("error"))
                 : holder.error()) +
@@ -642,7 +706,21 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
   if (out && !out->summary("error").empty()) {
     failures.push_back("the guest's attempt could not be made: " + out->summary("error"));
   }
+  const long long reached_count = std::atoll(reached.c_str());
+  // The box ended before a refusal: inconclusive, unless the host shows the guest's objects are
+  // not its own — its own count barely moved, or the guest's kernel is another kernel (whose
+  // objects are not the host kernel's by construction, and where no count is kept).
+  std::string not_the_hosts_because;
   if (stopped == "box") {
+    if (counter_rise >= 0 && reached_count > 0 && counter_rise * 10 < reached_count) {
+      not_the_hosts_because = "the host's own count shows the guest's objects are not the host's";
+    } else if (counter_rise < 0 && guest_kernel_differs(s)) {
+      not_the_hosts_because = "the guest's kernel is not the host's (" + s.kernel_evidence +
+                              "): its objects are not the host kernel's";
+    }
+  }
+  const bool not_the_hosts = !not_the_hosts_because.empty();
+  if (stopped == "box" && !not_the_hosts) {
     failures.push_back("inconclusive: the guest was still allocating when its " +
                        std::to_string(box.count() / 1000) + " s box ended");
   }
@@ -651,7 +729,9 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
   }
   if (!failures.empty()) c.fail("while " + evidence + ": " + joined(failures, "; "));
   c.note(evidence + "; the host (" + who + ") " + host_said + ", a second sandbox " +
-         second_said + (out && !out->done ? "; the guest's probe ended " + ended(*out) : ""));
+         second_said +
+         (not_the_hosts ? "; the box ended first, but " + not_the_hosts_because : "") +
+         (out && !out->done ? "; the guest's probe ended " + ended(*out) : ""));
 }
 
 void disk_pool(ProbeContext& c, IsolationState& s) {
@@ -789,8 +869,6 @@ void disk_pool(ProbeContext& c, IsolationState& s) {
   c.note(reach + "; the host and a second sandbox still wrote 1 MiB");
 }
 
-std::string number(long long value) { return std::to_string(value); }
-
 std::vector<PoolPlan> pool_plans() {
   std::vector<PoolPlan> plans;
   const long long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_CONF));
@@ -808,20 +886,20 @@ std::vector<PoolPlan> pool_plans() {
   {
     const long long nr = 4096;
     const long long per_context = 2 * std::max(nr, 4 * cpus);
-    PoolPlan plan{"aio", {}, false, false, ""};
+    PoolPlan plan{"aio", {}, false, false, "", "/proc/sys/fs/aio-nr"};
     plan.arguments = {"nr=" + number(nr),
                       "cap=" + number(host_number("/proc/sys/fs/aio-max-nr", 65536) / per_context + 8)};
     plans.push_back(plan);
   }
   {
-    PoolPlan plan{"ptys", {}, true, false, ""};
+    PoolPlan plan{"ptys", {}, true, false, "", "/proc/sys/kernel/pty/nr"};
     plan.arguments = {"cap=" + number(host_number("/proc/sys/kernel/pty/max", 4096) + 16)};
     plans.push_back(plan);
   }
   {
     const long long file_max = host_number("/proc/sys/fs/file-max", 1 << 20);
     const long long cap = std::min(file_max, 1LL << 26) + 4096;
-    PoolPlan plan{"files", {}, true, false, ""};
+    PoolPlan plan{"files", {}, true, false, "", "/proc/sys/fs/file-nr"};
     plan.arguments = {"cap=" + number(cap), "max-workers=" + number(cap / 60000 + 16)};
     plans.push_back(plan);
   }
@@ -964,13 +1042,6 @@ std::vector<IsolationProbe> isolation_probes() {
       {"pipe-buffer-pages-are-bounded", "pipes",
        "the guest grows pipes (F_SETPIPE_SZ) until refused and holds them; an unprivileged host "
        "user and a second sandbox still get a full default pipe"},
-      {"locked-memory-is-bounded", "mlock",
-       "the guest mlocks memory (past RLIMIT_MEMLOCK, with more processes) until refused; it must "
-       "be refused before a quarter of the host's memory, and an unprivileged host user and a "
-       "second sandbox can still lock a page"},
-      {"user-namespaces-are-bounded", "userns",
-       "the guest creates user namespaces and holds them until refused (refusal of the first is a "
-       "pass); the host and a second sandbox can still create one, or are refused by policy"},
       {"tasks-are-bounded", "tasks",
        "the guest creates threads until refused and holds them (less 8, so the sandbox still "
        "serves); refused before a quarter of the host's pid space, and an unprivileged host user "
@@ -992,6 +1063,26 @@ std::vector<IsolationProbe> isolation_probes() {
                    "disk unbounded), and the host and a second sandbox still write",
                    disk_pool);
   disk->needs_second = true;
+  // Last, the attacks that have ended a sandbox here (a guest kernel that gave up on its user
+  // namespaces, a sandbox at its own memory limit): a bound, not a failure, but nothing can be
+  // attacked in that sandbox afterwards.
+  const auto userns = std::find_if(plans.begin(), plans.end(),
+                                   [](const PoolPlan& p) { return p.resource == "userns"; });
+  auto* namespaces = add("user-namespaces-are-bounded",
+                         "the guest creates user namespaces (nested 32 deep, held by a "
+                         "descriptor) until refused (refusal of the first is a pass); the host "
+                         "and a second sandbox can still create one, or are refused by policy",
+                         [plan = *userns](ProbeContext& c, IsolationState& s) { run_pool(c, s, plan); });
+  namespaces->needs_second = true;
+  const auto mlock = std::find_if(plans.begin(), plans.end(),
+                                  [](const PoolPlan& p) { return p.resource == "mlock"; });
+  auto* locked = add("locked-memory-is-bounded",
+                     "the guest mlocks and touches memory (past RLIMIT_MEMLOCK, with more "
+                     "processes) until refused; it must be refused (or its sandbox ended) before a "
+                     "quarter of the host's memory, and an unprivileged host user and a second "
+                     "sandbox can still lock a page",
+                     [plan = *mlock](ProbeContext& c, IsolationState& s) { run_pool(c, s, plan); });
+  locked->needs_second = true;
   return probes;
 }
 
@@ -1030,7 +1121,19 @@ std::vector<ProbeResult> run_isolation(ConformanceSubject& subject,
         "modes (the subject has none: PosixGuestSubject::declare_isolation)",
         "isolation");
   }
-  const auto probes = isolation_probes();
+  auto probes = isolation_probes();
+  if (!options.only.empty()) {
+    for (const auto& name : options.only) {
+      if (std::none_of(probes.begin(), probes.end(),
+                       [&](const IsolationProbe& probe) { return probe.name == name; })) {
+        throw InvalidArgument("conformance: the isolation suite has no probe \"" + name + "\"",
+                              "only");
+      }
+    }
+    std::erase_if(probes, [&](const IsolationProbe& probe) {
+      return std::find(options.only.begin(), options.only.end(), probe.name) == options.only.end();
+    });
+  }
   std::vector<ProbeResult> results;
   auto result_of = [](const IsolationProbe& probe) {
     ProbeResult result;
@@ -1098,6 +1201,10 @@ std::vector<ProbeResult> run_isolation(ConformanceSubject& subject,
     const auto started = Clock::now();
     context.take_note();
     try {
+      if (!state.a_ended.empty()) {
+        throw ProbeFailed("could not prove it: sandbox A no longer serves (it ended while the " +
+                          state.a_ended + " pool was filled)");
+      }
       if (probe.needs_second && state.second_error.empty() && !state.b &&
           subject.second_sandbox() == nullptr) {
         throw ProbeSkipped("the subject offers no second sandbox (another conversation's key)");
