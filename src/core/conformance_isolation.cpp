@@ -600,13 +600,39 @@ struct PoolPlan {
   bool unprivileged = false;           // the host's check runs where root would bypass a limit
   bool cap_is_failure = false;         // the cap is a fraction of the host's pool
   std::string cap_meaning;
-  // The host's own count of the pool, when it keeps one (/proc/sys/fs/file-nr, aio-nr, pty/nr):
-  // what the guest's hold cost the host, measured.
+  // The host's own count of the pool, when it keeps one: a /proc file's first number (file-nr,
+  // aio-nr, pty/nr), "tasks" (every task on the host, /proc/loadavg) or "memory" (KiB in use,
+  // /proc/meminfo): what the guest's hold cost the host, measured.
   std::string host_counter;
 };
 
-long long read_counter(const std::string& path) {
-  return path.empty() ? -1 : host_number(path, -1);
+std::optional<long long> read_counter(const std::string& counter) {
+  if (counter.empty()) return std::nullopt;
+  if (counter == "tasks") {
+    // "0.12 0.08 0.01 2/345 6789": the fourth field's total is every task the host runs.
+    std::istringstream fields(host_text("/proc/loadavg"));
+    std::string skip, running;
+    fields >> skip >> skip >> skip >> running;
+    const auto slash = running.find('/');
+    if (slash == std::string::npos) return std::nullopt;
+    return std::atoll(running.c_str() + slash + 1);
+  }
+  if (counter == "memory") {
+    std::istringstream meminfo(host_text("/proc/meminfo"));
+    std::string key;
+    long long value = 0;
+    long long total = -1;
+    long long available = -1;
+    std::string unit;
+    while (meminfo >> key >> value >> unit) {
+      if (key == "MemTotal:") total = value;
+      if (key == "MemAvailable:") available = value;
+    }
+    if (total < 0 || available < 0) return std::nullopt;
+    return total - available;
+  }
+  const long long value = host_number(counter, -1);
+  return value < 0 ? std::nullopt : std::optional<long long>(value);
 }
 
 void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
@@ -627,10 +653,10 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
                                      // attacker would (an overlay's backing files go uncounted).
                                      "dirs=/dev/shm,/tmp," + s.a.scratch};
   arguments.insert(arguments.end(), plan.arguments.begin(), plan.arguments.end());
-  const long long counter_before = read_counter(plan.host_counter);
+  const auto counter_before = read_counter(plan.host_counter);
   Holder holder(s.a, arguments, box + hold + 40s);
   const auto held = wait_for_hold(s, s.a, holder, marker, box + 20s);
-  const long long counter_during = held ? read_counter(plan.host_counter) : -1;
+  const auto counter_during = held ? read_counter(plan.host_counter) : std::nullopt;
   std::optional<ProbeOutput> host_check;
   std::string host_error;
   std::optional<ProbeOutput> second_check;
@@ -666,10 +692,14 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
                                     out->info("fill-ms").value_or("?") + " ms"
                               : std::string()) +
                          ")";
-  long long counter_rise = -1;
-  if (counter_before >= 0 && counter_during >= 0) {
-    counter_rise = counter_during - counter_before;
-    evidence += "; the host's " + plan.host_counter + " rose by " + number(counter_rise);
+  std::optional<long long> counter_rise;
+  if (counter_before && counter_during) {
+    counter_rise = *counter_during - *counter_before;
+    evidence += "; the host's " +
+                (plan.host_counter == "tasks"    ? std::string("task count")
+                 : plan.host_counter == "memory" ? std::string("memory in use (KiB)")
+                                                 : plan.host_counter) +
+                " rose by " + number(*counter_rise);
   }
   if (ended_itself) {
     evidence = "the guest's sandbox ended during the attack, before it held (" +
@@ -707,14 +737,15 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
     failures.push_back("the guest's attempt could not be made: " + out->summary("error"));
   }
   const long long reached_count = std::atoll(reached.c_str());
-  // The box ended before a refusal: inconclusive, unless the host shows the guest's objects are
-  // not its own — its own count barely moved, or the guest's kernel is another kernel (whose
-  // objects are not the host kernel's by construction, and where no count is kept).
+  // The box (or a cap that is a fraction of the host's pool) ended the fill before a refusal:
+  // inconclusive, or a failure, unless the host shows the guest's objects are not its own — its
+  // own count barely moved, or (where it keeps no count) the guest's kernel is another kernel,
+  // whose objects are not the host kernel's by construction.
   std::string not_the_hosts_because;
-  if (stopped == "box") {
-    if (counter_rise >= 0 && reached_count > 0 && counter_rise * 10 < reached_count) {
+  if (stopped == "box" || (plan.cap_is_failure && stopped == "cap")) {
+    if (counter_rise && reached_count > 0 && *counter_rise * 10 < reached_count) {
       not_the_hosts_because = "the host's own count shows the guest's objects are not the host's";
-    } else if (counter_rise < 0 && guest_kernel_differs(s)) {
+    } else if (!counter_rise && guest_kernel_differs(s)) {
       not_the_hosts_because = "the guest's kernel is not the host's (" + s.kernel_evidence +
                               "): its objects are not the host kernel's";
     }
@@ -724,13 +755,14 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
     failures.push_back("inconclusive: the guest was still allocating when its " +
                        std::to_string(box.count() / 1000) + " s box ended");
   }
-  if (plan.cap_is_failure && stopped == "cap") {
+  if (plan.cap_is_failure && stopped == "cap" && !not_the_hosts) {
     failures.push_back("nothing refused the guest before the cap (" + plan.cap_meaning + ")");
   }
   if (!failures.empty()) c.fail("while " + evidence + ": " + joined(failures, "; "));
   c.note(evidence + "; the host (" + who + ") " + host_said + ", a second sandbox " +
          second_said +
-         (not_the_hosts ? "; the box ended first, but " + not_the_hosts_because : "") +
+         (not_the_hosts ? "; nothing refused the guest in the box, but " + not_the_hosts_because
+                        : "") +
          (out && !out->done ? "; the guest's probe ended " + ended(*out) : ""));
 }
 
@@ -921,7 +953,7 @@ std::vector<PoolPlan> pool_plans() {
       }
     }
     const long long cap_kib = std::min(total_kib > 0 ? total_kib / 4 : 1LL << 20, 4LL << 20);
-    PoolPlan plan{"mlock", {}, true, true, ""};
+    PoolPlan plan{"mlock", {}, true, true, "", "memory"};
     plan.arguments = {"cap=" + number(cap_kib), "max-workers=1000"};
     plan.cap_meaning = mib(static_cast<unsigned long long>(cap_kib) * 1024) +
                        " locked, a quarter of the host's memory (at most 4 GiB)";
@@ -935,7 +967,7 @@ std::vector<PoolPlan> pool_plans() {
   }
   {
     const long long cap = host_number("/proc/sys/kernel/pid_max", 32768) / 4;
-    PoolPlan plan{"tasks", {}, true, true, ""};
+    PoolPlan plan{"tasks", {}, true, true, "", "tasks"};
     plan.arguments = {"cap=" + number(cap)};
     plan.cap_meaning = number(cap) + " tasks, a quarter of the host's pid space";
     plans.push_back(plan);

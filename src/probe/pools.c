@@ -525,6 +525,17 @@ int probe_pool(void) {
   }
   long total = 0;
   for (int i = 0; i < g_holding_workers; ++i) total += g_shared->count[i];
+  if (strncmp(reason, "fork:", 5) == 0) {
+    /* The tasks limit stopped the workers: free a few (the last ones), or nothing could run in
+     * this sandbox any more to poll and release the hold. The reach is what was held. */
+    for (int i = g_holding_workers - 1, freed = 0; i >= 0 && freed < 4; --i) {
+      if (g_workers[i] <= 0) continue;
+      kill(g_workers[i], SIGKILL);
+      waitpid(g_workers[i], NULL, 0);
+      g_workers[i] = 0;
+      ++freed;
+    }
+  }
   const long long filled_ms = now_ms() - started;
   char summary[256];
   snprintf(summary, sizeof summary, "held %ld %s; stopped %s\n", total, resource->unit, reason);
