@@ -1,5 +1,6 @@
 # The gvisor backend (runsc) end to end: its python-image test with the offline test images,
-# the conformance suites through the CLI (the egress suite against loopback servers included), `airlock run` as an operator uses it, and an audit
+# the conformance suites through the CLI (the isolation suite, whose probes run inside the guest,
+# and the egress suite against loopback servers included), `airlock run` as an operator uses it, and an audit
 # that nothing of runsc is left behind (processes, cgroups, state). Bounded to a few minutes.
 # (Its ctest suite also runs in stage 10, where the python test skips for want of images.)
 set -euo pipefail
@@ -38,6 +39,7 @@ run() {
     --quiet "$@"
 }
 
+# Every suite, the isolation suite included: a probe that gets through fails the stage.
 echo "--- airlock conformance --backend gvisor"
 "$airlock" conformance --backend gvisor --backend-config "$config"
 
