@@ -371,11 +371,18 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
   }
   std::vector<std::string> not_filtered;
   std::vector<std::string> ran;
+  std::vector<std::string> retried;
   std::optional<KernelView> kernel;
   for (const auto& form : forms) {
     ProbeOutput out;
     try {
       out = form.run();
+      if (!out.done && form.name != "run_code") {
+        // Once more: a lost exec (an engine's attach that reset) is the exec suite's finding,
+        // not this one's; a second loss is reported.
+        retried.push_back(form.name + " (" + ended(out) + ")");
+        out = form.run();
+      }
     } catch (const std::exception& error) {
       c.fail("the " + form.name + " form raised " + describe(error));
     }
@@ -405,7 +412,7 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
     c.fail("a command ran without a seccomp filter (mode 2): " + joined(not_filtered, "; "));
   }
   c.note("Seccomp 2 in " + std::to_string(ran.size()) + " forms (" + joined(ran, ", ") + ")" +
-         skipped);
+         skipped + (retried.empty() ? "" : "; run again after a lost exec: " + joined(retried, "; ")));
 }
 
 void read_only_kernel_interfaces(ProbeContext& c, IsolationState& s) {
@@ -604,7 +611,12 @@ struct PoolPlan {
   // aio-nr, pty/nr), "tasks" (every task on the host, /proc/loadavg) or "memory" (KiB in use,
   // /proc/meminfo): what the guest's hold cost the host, measured.
   std::string host_counter;
+  // Set when this host makes the attack impossible to complete (the probe is then skipped).
+  std::string premise_impossible;
 };
+
+// About what a guest opens and maps in the 20 s fill box here (4.7 M were measured).
+constexpr long long kMostFilesABoxReaches = 8'000'000;
 
 std::optional<long long> read_counter(const std::string& counter) {
   if (counter.empty()) return std::nullopt;
@@ -636,6 +648,7 @@ std::optional<long long> read_counter(const std::string& counter) {
 }
 
 void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
+  if (!plan.premise_impossible.empty()) throw ProbeSkipped(plan.premise_impossible);
   Guest& b = second(c, s);
   const std::string token = random_hex(10);
   const std::string marker = s.a.scratch + "/.hold-" + plan.resource + "-" + token;
@@ -930,9 +943,15 @@ std::vector<PoolPlan> pool_plans() {
   }
   {
     const long long file_max = host_number("/proc/sys/fs/file-max", 1 << 20);
-    const long long cap = std::min(file_max, 1LL << 26) + 4096;
+    const long long cap = std::min(file_max, kMostFilesABoxReaches) + 4096;
     PoolPlan plan{"files", {}, true, false, "", "/proc/sys/fs/file-nr"};
     plan.arguments = {"cap=" + number(cap), "max-workers=" + number(cap / 60000 + 16)};
+    if (file_max > kMostFilesABoxReaches) {
+      plan.premise_impossible =
+          "the host's fs.file-max is " + number(file_max) + ", more than a guest can open in the " +
+          "fill box (" + number(kMostFilesABoxReaches) + "): its file table is bounded by memory " +
+          "alone here, and this probe cannot drain it to prove anything";
+    }
     plans.push_back(plan);
   }
   {
