@@ -705,6 +705,9 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
                                     out->info("fill-ms").value_or("?") + " ms"
                               : std::string()) +
                          ")";
+  if (out && out->info("held-at-release") && out->info("held-at-release") != out->info("reached")) {
+    evidence += " and " + *out->info("held-at-release") + " when released";
+  }
   std::optional<long long> counter_rise;
   if (counter_before && counter_during) {
     counter_rise = *counter_during - *counter_before;

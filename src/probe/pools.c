@@ -243,18 +243,21 @@ struct resource {
   const char *unit;
   int parallel;
   one_fn one;
+  /* After a refusal, keep taking what others free while holding: a unit another process lets
+   * go of during the hold must not become the host's or a neighbour's (a shared pool). */
+  int greedy;
 };
 
 static const struct resource kResources[] = {
-    {"inotify-instances", "instances", 1, one_inotify_instance},
-    {"inotify-watches", "watches", 2, one_inotify_watch},
-    {"aio", "contexts", 1, one_aio},
-    {"ptys", "ptys", 1, one_pty},
-    {"files", "open files", 2, one_file},
-    {"pipes", "pipe pages", 1, one_pipe},
-    {"mlock", "KiB locked", 2, one_mlock},
-    {"userns", "user namespaces", 2, one_userns},
-    {"tasks", "tasks", 1, one_task},
+    {"inotify-instances", "instances", 1, one_inotify_instance, 1},
+    {"inotify-watches", "watches", 2, one_inotify_watch, 1},
+    {"aio", "contexts", 1, one_aio, 1},
+    {"ptys", "ptys", 1, one_pty, 1},
+    {"files", "open files", 2, one_file, 1},
+    {"pipes", "pipe pages", 1, one_pipe, 0},
+    {"mlock", "KiB locked", 2, one_mlock, 0},
+    {"userns", "user namespaces", 2, one_userns, 0},
+    {"tasks", "tasks", 1, one_task, 0},
 };
 
 static const struct resource *find_resource(const char *name) {
@@ -324,6 +327,15 @@ static void worker_main(const struct resource *resource, int slot, pid_t parent,
     g_shared->error[slot] = result > 0 ? result : 0;
     g_shared->state[slot] = result < 0 ? W_NEED_MORE : W_REFUSED;
     break;
+  }
+  if (resource->greedy && g_shared->state[slot] == W_REFUSED) {
+    for (;;) {
+      sleep_ms(2);
+      long units = 0;
+      if (worker_fd_room() > 2 && resource->one(&units) == 0 && units > 0) {
+        __atomic_add_fetch(&g_shared->count[slot], units, __ATOMIC_SEQ_CST);
+      }
+    }
   }
   if (resource->one == one_task && g_shared->state[slot] == W_REFUSED) {
     /* Leave a few tasks free: every exec into this sandbox (and, on some backends, every file
@@ -540,8 +552,11 @@ int probe_pool(void) {
   char summary[256];
   snprintf(summary, sizeof summary, "held %ld %s; stopped %s\n", total, resource->unit, reason);
   hold(&marker, release, hold_ms, summary);
+  long held_at_the_end = 0;
+  for (int i = 0; i < g_holding_workers; ++i) held_at_the_end += g_shared->count[i];
   kill_workers();
   say("info", "reached", "%ld", total);
+  say("info", "held-at-release", "%ld", held_at_the_end);
   say("info", "unit", "%s", resource->unit);
   say("info", "stopped", "%s", reason);
   say("info", "workers", "%d", g_holding_workers);
