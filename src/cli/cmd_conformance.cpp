@@ -42,6 +42,7 @@ struct ConformanceOptions {
   std::string image;
   double exec_timeout_seconds = 60;
   bool list = false;
+  std::vector<std::string> isolation_probes;  // empty: all
 };
 
 struct SuiteReport {
@@ -441,6 +442,7 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
             [&] { return router.acquire(peer_key, spec_for(options, declared, {})); });
         conformance::IsolationOptions isolation;
         isolation.host_paths = host_state_paths(document, backend->name());
+        isolation.only = options.isolation_probes;
         return conformance::run_isolation_conformance(isolation_subject, isolation);
       }));
     }
@@ -463,6 +465,8 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
                       "run only this suite (repeatable): files_out, files_in, files_delete, "
                       "egress, isolation, exec");
   command->add_flag("--json", options->json, "one JSON report on stdout");
+  command->add_option("--isolation-probe", options->isolation_probes,
+                      "isolation suite: run only this probe (repeatable; see --list)");
   command->add_flag("--list", options->list, "list every probe (suite, name, needs, why) and exit");
   command->add_option("--allowed-url", options->allowed_url,
                       "egress suite: a URL on the allowlist that answers 2xx");
