@@ -20,8 +20,8 @@ using conformance::ProbeOutcome;
 using conformance::ProbeResult;
 
 constexpr int kExitProbesFailed = 1;
-const std::vector<std::string> kSuites = {"files_out", "files_in", "files_delete", "egress",
-                                          "isolation", "exec"};
+const std::vector<std::string> kSuites = {"files_out", "files_in",  "files_delete",
+                                          "egress",    "isolation", "exec"};
 
 // What the in-process fake really serves when its exec is the emulator: the file plane, the
 // emulated shell, and no network at all (so `closed` is honest and `allowlist` is not).
@@ -255,9 +255,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   std::vector<std::string> suites = options.suites.empty() ? kSuites : options.suites;
   for (const auto& suite : suites) {
     if (std::find(kSuites.begin(), kSuites.end(), suite) == kSuites.end()) {
-      throw InvalidArgument("--suite: unknown suite \"" + suite +
-                                "\" (known: files_out, files_in, files_delete, egress, isolation, exec)",
-                            "suite");
+      throw InvalidArgument(
+          "--suite: unknown suite \"" + suite +
+              "\" (known: files_out, files_in, files_delete, egress, isolation, exec)",
+          "suite");
     }
   }
   if (options.allowed_url.empty() != options.denied_url.empty()) {

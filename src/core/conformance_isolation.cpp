@@ -46,7 +46,7 @@ struct IsolationState {
   std::unique_ptr<HostProbe> host;
   Guest a;
   std::optional<Guest> b;
-  std::string second_error;  // acquiring or installing the second sandbox failed
+  std::string second_error;            // acquiring or installing the second sandbox failed
   std::optional<bool> kernel_differs;  // the guest's kernel is not the host's (asked once)
   std::string kernel_evidence;
   std::string a_ended;  // sandbox A stopped serving during this probe
@@ -103,7 +103,8 @@ void judge(ProbeContext& c, const ProbeOutput& out, const std::string& what) {
   if (!out.done || (out.exit_code != 0 && bad.empty())) {
     failure += std::string(failure.empty() ? "" : " | ") + what + " did not finish: " + ended(out);
   }
-  if (!error.empty()) failure += std::string(failure.empty() ? "" : " | ") + "could not prove: " + error;
+  if (!error.empty())
+    failure += std::string(failure.empty() ? "" : " | ") + "could not prove: " + error;
   if (!failure.empty()) c.fail(failure);
   c.note(std::to_string(out.of_kind("ok").size()) + " checks held");
 }
@@ -292,8 +293,8 @@ void host_processes_invisible(ProbeContext& c, IsolationState& s) {
   // The host's own view first: the marker must really be running.
   bool running = false;
   for (int i = 0; i < 100 && !running; ++i) {
-    running = host_text("/proc/" + std::to_string(pid) + "/cmdline").find(marker) !=
-              std::string::npos;
+    running =
+        host_text("/proc/" + std::to_string(pid) + "/cmdline").find(marker) != std::string::npos;
     if (!running) std::this_thread::sleep_for(10ms);
   }
   if (!running) c.fail("could not prove it: the host's marker process did not start");
@@ -305,8 +306,8 @@ void host_processes_invisible(ProbeContext& c, IsolationState& s) {
       c.subject().exec_timeout());
   judge(c, out, "the processes probe");
   c.note("host marker pid " + std::to_string(pid) + " invisible; the guest sees " +
-         out.info("visible-processes").value_or("?") + " processes; its PID 1: " +
-         out.info("pid1").value_or("?").substr(0, 80));
+         out.info("visible-processes").value_or("?") +
+         " processes; its PID 1: " + out.info("pid1").value_or("?").substr(0, 80));
 }
 
 void no_capabilities(ProbeContext& c, IsolationState& s) {
@@ -352,11 +353,14 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
     const ExecResult result = s.a.sandbox->exec(Command::shell(line), options);
     return ProbeOutput::parse(result.stdout_bytes, result.exit_code, result.stderr_text());
   };
-  forms.push_back({"shell exec", [&] { return shell("exec " + shell_quote(s.a.binary) + " seccomp"); }});
-  forms.push_back({"shell child", [&] { return shell(shell_quote(s.a.binary) + " seccomp; true"); }});
+  forms.push_back(
+      {"shell exec", [&] { return shell("exec " + shell_quote(s.a.binary) + " seccomp"); }});
+  forms.push_back(
+      {"shell child", [&] { return shell(shell_quote(s.a.binary) + " seccomp; true"); }});
   forms.push_back({"detached grandchild", [&] {
                      return shell("(" + shell_quote(s.a.binary) + " seccomp > " +
-                                  shell_quote(s.a.scratch + "/.seccomp-detached") + " &) ; sleep 1; cat " +
+                                  shell_quote(s.a.scratch + "/.seccomp-detached") +
+                                  " &) ; sleep 1; cat " +
                                   shell_quote(s.a.scratch + "/.seccomp-detached"));
                    }});
   std::string skipped;
@@ -387,8 +391,8 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
       c.fail("the " + form.name + " form raised " + describe(error));
     }
     if (form.name == "run_code" && (out.exit_code == 127 || !out.done)) {
-      skipped = "; run_code not checked: the guest has no python3 that runs it (" + ended(out) +
-                ")";
+      skipped =
+          "; run_code not checked: the guest has no python3 that runs it (" + ended(out) + ")";
       continue;
     }
     if (!out.done) c.fail("the " + form.name + " form did not finish: " + ended(out));
@@ -412,7 +416,8 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
     c.fail("a command ran without a seccomp filter (mode 2): " + joined(not_filtered, "; "));
   }
   c.note("Seccomp 2 in " + std::to_string(ran.size()) + " forms (" + joined(ran, ", ") + ")" +
-         skipped + (retried.empty() ? "" : "; run again after a lost exec: " + joined(retried, "; ")));
+         skipped +
+         (retried.empty() ? "" : "; run again after a lost exec: " + joined(retried, "; ")));
 }
 
 void read_only_kernel_interfaces(ProbeContext& c, IsolationState& s) {
@@ -532,13 +537,13 @@ void another_sandbox_unreachable(ProbeContext& c, IsolationState& s) {
   const std::string marker = s.a.scratch + "/.cross-" + token;
   const std::string release_path = marker + ".release";
   const Milliseconds hold = s.options.hold_box;
-  Holder holder(s.a,
-                {"cross-plant", "token=" + token, "secrets=" + work_secret + "," + tmp_secret,
-                 "sock=" + socket_path,
-                 "abstract-hex=" + abstract_hex, "shm-key=" + std::to_string(shm_key),
-                 "msg-key=" + std::to_string(msg_key), "marker=" + marker,
-                 "release=" + release_path, "hold-ms=" + std::to_string(hold.count())},
-                hold + 30s);
+  Holder holder(
+      s.a,
+      {"cross-plant", "token=" + token, "secrets=" + work_secret + "," + tmp_secret,
+       "sock=" + socket_path, "abstract-hex=" + abstract_hex, "shm-key=" + std::to_string(shm_key),
+       "msg-key=" + std::to_string(msg_key), "marker=" + marker, "release=" + release_path,
+       "hold-ms=" + std::to_string(hold.count())},
+      hold + 30s);
   const auto planted = wait_for_hold(s, s.a, holder, marker, 20s);
   struct Release {
     IsolationState& s;
@@ -565,11 +570,11 @@ void another_sandbox_unreachable(ProbeContext& c, IsolationState& s) {
                                        "msg-key=" + std::to_string(msg_key),
                                        "abstract-hex=" + abstract_hex,
                                        "sock=" + socket_path};
-  const std::vector<std::string> things{"file-0", "file-1", "shm", "msg", "abstract", "sock",
-                                        "process"};
+  const std::vector<std::string> things{"file-0",   "file-1", "shm",    "msg",
+                                        "abstract", "sock",   "process"};
   const std::vector<std::string> names{"the secret in its work dir", "the secret in /tmp",
-                                       "the SysV shm segment", "the message queue",
-                                       "the abstract socket", "the /tmp socket",
+                                       "the SysV shm segment",       "the message queue",
+                                       "the abstract socket",        "the /tmp socket",
                                        "the marker process"};
   // The positive control: A itself sees everything it planted.
   const ProbeOutput control = run_guest(s.a, check, c.subject().exec_timeout());
@@ -599,7 +604,9 @@ void another_sandbox_unreachable(ProbeContext& c, IsolationState& s) {
 
 // ---- pools -------------------------------------------------------------------------------------
 
-std::string number(long long value) { return std::to_string(value); }
+std::string number(long long value) {
+  return std::to_string(value);
+}
 
 struct PoolPlan {
   std::string resource;
@@ -655,16 +662,13 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
   const std::string release_path = marker + ".release";
   const Milliseconds box = s.options.fill_box;
   const Milliseconds hold = s.options.hold_box;
-  std::vector<std::string> arguments{"pool",
-                                     "resource=" + plan.resource,
-                                     "marker=" + marker,
-                                     "release=" + release_path,
-                                     "box-ms=" + std::to_string(box.count()),
-                                     "hold-ms=" + std::to_string(hold.count()),
-                                     "dir=" + s.a.scratch,
-                                     // Where files are made to be held: memory first, as an
-                                     // attacker would (an overlay's backing files go uncounted).
-                                     "dirs=/dev/shm,/tmp," + s.a.scratch};
+  std::vector<std::string> arguments{
+      "pool", "resource=" + plan.resource, "marker=" + marker, "release=" + release_path,
+      "box-ms=" + std::to_string(box.count()), "hold-ms=" + std::to_string(hold.count()),
+      "dir=" + s.a.scratch,
+      // Where files are made to be held: memory first, as an
+      // attacker would (an overlay's backing files go uncounted).
+      "dirs=/dev/shm,/tmp," + s.a.scratch};
   arguments.insert(arguments.end(), plan.arguments.begin(), plan.arguments.end());
   const auto counter_before = read_counter(plan.host_counter);
   Holder holder(s.a, arguments, box + hold + 40s);
@@ -775,8 +779,7 @@ void run_pool(ProbeContext& c, IsolationState& s, const PoolPlan& plan) {
     failures.push_back("nothing refused the guest before the cap (" + plan.cap_meaning + ")");
   }
   if (!failures.empty()) c.fail("while " + evidence + ": " + joined(failures, "; "));
-  c.note(evidence + "; the host (" + who + ") " + host_said + ", a second sandbox " +
-         second_said +
+  c.note(evidence + "; the host (" + who + ") " + host_said + ", a second sandbox " + second_said +
          (not_the_hosts ? "; nothing refused the guest in the box, but " + not_the_hosts_because
                         : "") +
          (out && !out->done ? "; the guest's probe ended " + ended(*out) : ""));
@@ -797,16 +800,15 @@ void disk_pool(ProbeContext& c, IsolationState& s) {
                 {"pool", "resource=disk", "targets=" + joined(targets),
                  "cap=" + std::to_string(s.options.disk_cap_bytes),
                  "inodes=" + std::to_string(s.options.disk_cap_inodes),
-                 "box-ms=" + std::to_string(box.count()),
-                 "hold-ms=" + std::to_string(hold.count()), "marker=" + marker,
-                 "release=" + release_base},
+                 "box-ms=" + std::to_string(box.count()), "hold-ms=" + std::to_string(hold.count()),
+                 "marker=" + marker, "release=" + release_base},
                 box + hold * static_cast<long>(targets.size()) + 40s);
   struct Step {
     std::string target;
     bool held = false;
     long long lost_bytes = 0;  // the most any watched host filesystem lost while it was filled
     long long lost_inodes = 0;
-    std::string where;          // which filesystem that was
+    std::string where;  // which filesystem that was
   };
   std::vector<Step> steps;
   std::vector<std::string> failures;
@@ -858,8 +860,7 @@ void disk_pool(ProbeContext& c, IsolationState& s) {
           checks.emplace_back("a second sandbox in " + where,
                               run_guest(b, {"pool-check", "resource=disk", "dir=" + where}, 60s));
         } catch (const std::exception& error) {
-          failures.push_back("a second sandbox's check in " + where + " raised " +
-                             describe(error));
+          failures.push_back("a second sandbox's check in " + where + " raised " + describe(error));
         }
       }
     }
@@ -892,7 +893,8 @@ void disk_pool(ProbeContext& c, IsolationState& s) {
     const Step& step = steps[i];
     reach += (reach.empty() ? "" : "; ") + target + ": " + mib(std::stoull(value(bytes))) + " (" +
              value(stopped) + "), " + value(inodes) + " inodes (" + value(inode_stopped) +
-             "), the host lost " + mib(static_cast<unsigned long long>(std::max(0LL, step.lost_bytes))) +
+             "), the host lost " +
+             mib(static_cast<unsigned long long>(std::max(0LL, step.lost_bytes))) +
              (step.where.empty() ? "" : " on " + step.where) + " and " +
              std::to_string(std::max(0LL, step.lost_inodes)) + " inodes";
     if (value(stopped) == "box" || value(inode_stopped) == "box") {
@@ -900,10 +902,11 @@ void disk_pool(ProbeContext& c, IsolationState& s) {
     }
     if (value(stopped) == "cap" &&
         step.lost_bytes >= static_cast<long long>(s.options.disk_cap_bytes / 2)) {
-      failures.push_back(target + " took " + mib(s.options.disk_cap_bytes) +
-                         " with no refusal and the host's filesystem of " + step.where + " lost " +
-                         mib(static_cast<unsigned long long>(step.lost_bytes)) +
-                         ": the guest writes there straight onto a host disk, unbounded below the cap");
+      failures.push_back(
+          target + " took " + mib(s.options.disk_cap_bytes) +
+          " with no refusal and the host's filesystem of " + step.where + " lost " +
+          mib(static_cast<unsigned long long>(step.lost_bytes)) +
+          ": the guest writes there straight onto a host disk, unbounded below the cap");
     }
     if (value(inode_stopped) == "cap" &&
         step.lost_inodes >= static_cast<long long>(s.options.disk_cap_inodes / 2)) {
@@ -922,21 +925,23 @@ std::vector<PoolPlan> pool_plans() {
   const long long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_CONF));
   {
     PoolPlan plan{"inotify-instances", {}, false, false, ""};
-    plan.arguments = {"cap=" + number(host_number("/proc/sys/fs/inotify/max_user_instances", 128) + 64)};
+    plan.arguments = {"cap=" +
+                      number(host_number("/proc/sys/fs/inotify/max_user_instances", 128) + 64)};
     plans.push_back(plan);
   }
   {
     PoolPlan plan{"inotify-watches", {}, false, false, ""};
-    plan.arguments = {
-        "cap=" + number(host_number("/proc/sys/fs/inotify/max_user_watches", 8192) + 1024)};
+    plan.arguments = {"cap=" +
+                      number(host_number("/proc/sys/fs/inotify/max_user_watches", 8192) + 1024)};
     plans.push_back(plan);
   }
   {
     const long long nr = 4096;
     const long long per_context = 2 * std::max(nr, 4 * cpus);
     PoolPlan plan{"aio", {}, false, false, "", "/proc/sys/fs/aio-nr"};
-    plan.arguments = {"nr=" + number(nr),
-                      "cap=" + number(host_number("/proc/sys/fs/aio-max-nr", 65536) / per_context + 8)};
+    plan.arguments = {
+        "nr=" + number(nr),
+        "cap=" + number(host_number("/proc/sys/fs/aio-max-nr", 65536) / per_context + 8)};
     plans.push_back(plan);
   }
   {
@@ -1012,8 +1017,8 @@ std::vector<IsolationProbe> isolation_probes() {
   std::vector<IsolationProbe> probes;
   auto add = [&probes](std::string name, std::string why,
                        std::function<void(ProbeContext&, IsolationState&)> run) {
-    probes.push_back({std::move(name), std::move(why), Isolation::container, false, false,
-                      std::move(run)});
+    probes.push_back(
+        {std::move(name), std::move(why), Isolation::container, false, false, std::move(run)});
     return &probes.back();
   };
   add("host-processes-are-invisible",
@@ -1105,9 +1110,8 @@ std::vector<IsolationProbe> isolation_probes() {
   for (const auto& text : kPools) {
     const auto plan = std::find_if(plans.begin(), plans.end(),
                                    [&](const PoolPlan& p) { return p.resource == text.resource; });
-    auto* probe = add(text.name, text.why, [plan = *plan](ProbeContext& c, IsolationState& s) {
-      run_pool(c, s, plan);
-    });
+    auto* probe = add(text.name, text.why,
+                      [plan = *plan](ProbeContext& c, IsolationState& s) { run_pool(c, s, plan); });
     probe->needs_second = true;
   }
   auto* disk = add("host-disk-and-inodes-are-bounded",
@@ -1122,11 +1126,12 @@ std::vector<IsolationProbe> isolation_probes() {
   // attacked in that sandbox afterwards.
   const auto userns = std::find_if(plans.begin(), plans.end(),
                                    [](const PoolPlan& p) { return p.resource == "userns"; });
-  auto* namespaces = add("user-namespaces-are-bounded",
-                         "the guest creates user namespaces (nested 32 deep, held by a "
-                         "descriptor) until refused (refusal of the first is a pass); the host "
-                         "and a second sandbox can still create one, or are refused by policy",
-                         [plan = *userns](ProbeContext& c, IsolationState& s) { run_pool(c, s, plan); });
+  auto* namespaces =
+      add("user-namespaces-are-bounded",
+          "the guest creates user namespaces (nested 32 deep, held by a "
+          "descriptor) until refused (refusal of the first is a pass); the host "
+          "and a second sandbox can still create one, or are refused by policy",
+          [plan = *userns](ProbeContext& c, IsolationState& s) { run_pool(c, s, plan); });
   namespaces->needs_second = true;
   const auto mlock = std::find_if(plans.begin(), plans.end(),
                                   [](const PoolPlan& p) { return p.resource == "mlock"; });
@@ -1208,9 +1213,16 @@ std::vector<ProbeResult> run_isolation(ConformanceSubject& subject,
     }
     return results;
   }
-  IsolationState state{subject, options, *declarations, normalize_guest_path(subject.working_directory()),
+  IsolationState state{subject,
+                       options,
+                       *declarations,
+                       normalize_guest_path(subject.working_directory()),
                        declared.contains(Capability::files_out),
-                       declared.contains(Capability::run_code), nullptr, {}, std::nullopt, {}};
+                       declared.contains(Capability::run_code),
+                       nullptr,
+                       {},
+                       std::nullopt,
+                       {}};
   {
     const auto started = Clock::now();
     try {

@@ -124,8 +124,8 @@ ProbeOutput ProbeOutput::parse(const std::string& stdout_bytes, int exit_code,
     parsed.kind = line.substr(0, first);
     if (first != std::string::npos) {
       const auto second = line.find(' ', first + 1);
-      parsed.check = line.substr(first + 1, second == std::string::npos ? std::string::npos
-                                                                         : second - first - 1);
+      parsed.check = line.substr(
+          first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
       if (second != std::string::npos) parsed.detail = line.substr(second + 1);
     }
     out.lines.push_back(std::move(parsed));
@@ -161,8 +161,9 @@ std::optional<std::pair<bool, std::string>> ProbeOutput::seen(const std::string&
     if (line.kind != "seen" || line.check != what) continue;
     const auto space = line.detail.find(' ');
     const std::string answer = line.detail.substr(0, space);
-    return std::make_pair(answer == "yes",
-                          space == std::string::npos ? std::string() : line.detail.substr(space + 1));
+    return std::make_pair(answer == "yes", space == std::string::npos
+                                               ? std::string()
+                                               : line.detail.substr(space + 1));
   }
   return std::nullopt;
 }
@@ -231,7 +232,9 @@ std::string HostProbe::unprivileged_name() const {
   return ::geteuid() == 0 ? "uid " + std::to_string(uid_) : self_name();
 }
 
-std::string HostProbe::self_name() const { return "uid " + std::to_string(::geteuid()); }
+std::string HostProbe::self_name() const {
+  return "uid " + std::to_string(::geteuid());
+}
 
 namespace {
 
@@ -240,8 +243,7 @@ struct Spawned {
   int out = -1;
 };
 
-Spawned spawn(const std::string& path, const std::vector<std::string>& arguments,
-              bool capture) {
+Spawned spawn(const std::string& path, const std::vector<std::string>& arguments, bool capture) {
   std::vector<std::string> argv{path};
   argv.insert(argv.end(), arguments.begin(), arguments.end());
   std::vector<char*> pointers;
@@ -270,7 +272,8 @@ Spawned spawn(const std::string& path, const std::vector<std::string>& arguments
   posix_spawnattr_setsigdefault(&attributes, &all);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  const int error = ::posix_spawn(&pid, path.c_str(), &actions, &attributes, pointers.data(), environ);
+  const int error =
+      ::posix_spawn(&pid, path.c_str(), &actions, &attributes, pointers.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (capture) ::close(channel[1]);
@@ -361,7 +364,8 @@ std::optional<HostListener> HostListener::abstract(const std::string& name) {
   if (fd < 0) return std::nullopt;
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), std::min(name.size(), sizeof address.sun_path - 1));
+  std::memcpy(address.sun_path + 1, name.data(),
+              std::min(name.size(), sizeof address.sun_path - 1));
   const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(fd, 64) != 0) {
     ::close(fd);
@@ -394,11 +398,11 @@ std::optional<HostListener> HostListener::tcp(int family) {
     return std::nullopt;
   }
   const unsigned port = family == AF_INET6
-                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
-                       : ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-  return HostListener(fd, std::string(family == AF_INET6 ? "tcp6" : "tcp4") + " port " +
-                              std::to_string(port),
-                      "", port);
+                            ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
+                            : ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  return HostListener(
+      fd, std::string(family == AF_INET6 ? "tcp6" : "tcp4") + " port " + std::to_string(port), "",
+      port);
 }
 
 std::optional<HostListener> HostListener::vsock() {
@@ -441,7 +445,9 @@ int HostListener::accepted() {
 
 // ---- host facts --------------------------------------------------------------------------------
 
-std::string host_text(const std::string& path) { return read_whole(path); }
+std::string host_text(const std::string& path) {
+  return read_whole(path);
+}
 
 long long host_number(const std::string& path, long long fallback) {
   const std::string text = host_text(path);

@@ -40,8 +40,9 @@ IsolationOptions with_the_built_probe() {
 
 TEST(IsolationConformance, IsRefusedWithoutExecAndFilesIn) {
   testing::InProcessSandbox memory;
-  for (const CapabilitySet declared : {CapabilitySet{Capability::exec, Capability::files_out},
-                                       CapabilitySet{Capability::files_in, Capability::files_out}}) {
+  for (const CapabilitySet declared :
+       {CapabilitySet{Capability::exec, Capability::files_out},
+        CapabilitySet{Capability::files_in, Capability::files_out}}) {
     PosixGuestSubject subject(memory, kWork, declared);
     subject.declare_isolation(container());
     EXPECT_THROW(run_isolation_conformance(subject, with_the_built_probe()), InvalidArgument);
@@ -132,7 +133,8 @@ TEST(IsolationConformance, WhatTheDeclarationsDoNotPromiseIsSkipped) {
     EXPECT_EQ(results.at("the-guest-kernel-is-not-the-hosts").outcome, ProbeOutcome::skipped);
     EXPECT_NE(results.at("the-guest-kernel-is-not-the-hosts").detail.find("hardened_container"),
               std::string::npos);
-    for (const char* egress : {"closed-egress-sees-only-loopback", "closed-egress-reaches-nothing"}) {
+    for (const char* egress :
+         {"closed-egress-sees-only-loopback", "closed-egress-reaches-nothing"}) {
       EXPECT_EQ(results.at(egress).outcome, ProbeOutcome::skipped);
       EXPECT_EQ(results.at(egress).detail, egress_reason);
     }
@@ -159,14 +161,13 @@ TEST(IsolationConformance, TheProbesFailOnTheHostItself) {
   test_support::HostSandbox host;
   test_support::HostSandbox other;
   PosixGuestSubject subject(host, scratch.path() + "/work", kDeclared);
-  subject.declare_isolation({Isolation::hardened_container, EgressSet{Egress::closed},
-                             Egress::closed, {}});
-  subject.offer_second_sandbox([&other] {
-    return std::shared_ptr<Sandbox>(&other, [](Sandbox*) {});
-  });
+  subject.declare_isolation(
+      {Isolation::hardened_container, EgressSet{Egress::closed}, Egress::closed, {}});
+  subject.offer_second_sandbox(
+      [&other] { return std::shared_ptr<Sandbox>(&other, [](Sandbox*) {}); });
   IsolationOptions options = with_the_built_probe();
-  options.only = {"host-processes-are-invisible", "the-guest-holds-no-capabilities",
-                  "every-command-runs-under-seccomp", "closed-egress-sees-only-loopback",
+  options.only = {"host-processes-are-invisible",      "the-guest-holds-no-capabilities",
+                  "every-command-runs-under-seccomp",  "closed-egress-sees-only-loopback",
                   "the-guest-kernel-is-not-the-hosts", "another-sandbox-is-unreachable"};
   const auto results = by_name(run_isolation_conformance(subject, options));
   ASSERT_EQ(results.size(), options.only.size());
