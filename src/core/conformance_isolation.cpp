@@ -937,7 +937,8 @@ std::vector<PoolPlan> pool_plans() {
   }
   {
     const long long nr = 4096;
-    const long long per_context = 2 * std::max(nr, 4 * cpus);
+    // Each context is charged the events it asked for (at least 4 per CPU) against aio-max-nr.
+    const long long per_context = std::max(nr, 4 * cpus);
     PoolPlan plan{"aio", {}, false, false, "", "/proc/sys/fs/aio-nr"};
     plan.arguments = {
         "nr=" + number(nr),
