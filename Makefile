@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PRESET ?= dev
 BUILD_DIR := build/$(PRESET)
 AIRLOCK := $(BUILD_DIR)/src/cli/airlock
+# Which backends `make conformance-report` records (docs/conformance/<backend>.json).
+CONFORMANCE_BACKENDS ?= testing linux
 
 .PHONY: all bootstrap bootstrap-test configure build run test test-unit test-asan test-tsan \
         bench fuzz format conformance-report clean
@@ -52,7 +54,7 @@ format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
 conformance-report: build
-	@scripts/conformance-report $(BUILD_DIR)
+	@scripts/conformance-report $(BUILD_DIR) $(CONFORMANCE_BACKENDS)
 
 clean:
 	rm -rf build

@@ -14,6 +14,12 @@
 //                                directory is refused
 //   egress         exec          an allowlist is enforced: the allowed host answers, the denied
 //                                one does not
+//   isolation      exec,         from INSIDE the guest, with airlock-isolation-probe: what the
+//                  files_in      declared rung promises (no host process, capability, device or
+//                                socket in reach; seccomp; read-only kernel interfaces; closed
+//                                egress; no other sandbox in reach; pools a guest cannot drain
+//                                for the host or another sandbox). Gated by the declared rung
+//                                (below `container` every probe is skipped) and egress modes.
 //
 // Gating, as the seeds require:
 //   - a suite run against a subject whose capabilities lack its gate is refused with
@@ -36,7 +42,12 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -48,6 +59,17 @@
 namespace airlock::conformance {
 
 using namespace std::chrono_literals;
+
+// What the isolation suite holds a backend to: the rung and egress modes it declares, the posture
+// the subject's sandbox was acquired with, and the guest directories of unix-socket channels the
+// backend declares besides `Sandbox::socket_channel()` (an allowlist's egress bridge, say): a
+// socket the guest reaches anywhere else fails the suite.
+struct IsolationDeclarations {
+  Isolation isolation = Isolation::none;
+  EgressSet egress_modes;
+  Egress egress = Egress::closed;
+  std::vector<std::string> declared_socket_directories;
+};
 
 // What a suite attacks: a sandbox, the working directory it is attacked under, the capabilities
 // its backend really declares, and how the guest plants things. Planting is the subject's job
@@ -71,6 +93,15 @@ class ConformanceSubject {
   // Throws PremiseImpossible when the layout makes a hard link impossible (e.g. the working
   // directory is on another filesystem than its sibling): the probe is then skipped.
   virtual void plant_hard_link(const std::string& absolute_path, const std::string& target) = 0;
+
+  // The isolation suite's premises. Without declarations that suite is refused
+  // (InvalidArgument). `second_sandbox` is another sandbox of the same backend and spec under
+  // another conversation's key (acquired on first call, kept while the subject lives), or
+  // nullptr: the probes that need one are then skipped with the reason.
+  virtual std::optional<IsolationDeclarations> isolation_declarations() const {
+    return std::nullopt;
+  }
+  virtual Sandbox* second_sandbox() { return nullptr; }
 };
 
 // Planting a probe's premise is impossible on this subject (not merely failed): the probe that
@@ -97,6 +128,13 @@ class PosixGuestSubject : public ConformanceSubject {
   void plant_fifo(const std::string& absolute_path) override;
   void plant_hard_link(const std::string& absolute_path, const std::string& target) override;
 
+  // For the isolation suite: what the backend declares, and how to acquire the second sandbox
+  // (called at most once, on first use; the caller disposes of it).
+  void declare_isolation(IsolationDeclarations declarations);
+  void offer_second_sandbox(std::function<std::shared_ptr<Sandbox>()> acquire);
+  std::optional<IsolationDeclarations> isolation_declarations() const override;
+  Sandbox* second_sandbox() override;
+
  private:
   void run_planting(const std::vector<std::string>& argv, const std::string& what);
 
@@ -104,6 +142,10 @@ class PosixGuestSubject : public ConformanceSubject {
   std::string working_directory_;
   CapabilitySet capabilities_;
   Milliseconds exec_timeout_;
+  std::optional<IsolationDeclarations> isolation_;
+  std::function<std::shared_ptr<Sandbox>()> acquire_second_;
+  std::shared_ptr<Sandbox> second_;
+  std::mutex second_mutex_;
 };
 
 // The paths every suite shares, under one working directory.
@@ -169,6 +211,38 @@ std::vector<ProbeResult> run_egress_conformance(ConformanceSubject& subject,
                                                 const std::string& denied_url,
                                                 Milliseconds exec_timeout = 30s);
 
+// The isolation suite. It puts airlock-isolation-probe into the guest (write_file, then an exec
+// of `chmod 0755`: a guest without chmod is a failed `install-the-probe`, never a pass), runs it
+// on the host too (the host's side of each check: a marker process, planted sockets, listeners,
+// an allocation while the guest holds a pool), and judges what it prints. Needs exec and
+// files_in (refused otherwise, InvalidArgument) and the subject's isolation declarations; below
+// `container` every probe is skipped with the reason.
+struct IsolationOptions {
+  std::filesystem::path probe;  // empty: locate_isolation_probe()
+  // Host paths whose filesystems the disk probe watches, besides / /tmp /var/tmp /var/lib
+  // /dev/shm /run (a backend's state directory, an engine's data root).
+  std::vector<std::string> host_paths;
+  // The disk probe's box per guest location: a location whose writes land on a host filesystem
+  // must refuse the guest before this much (see docs/conformance.md).
+  std::uint64_t disk_cap_bytes = 256ull << 20;
+  std::uint64_t disk_cap_inodes = 20'000;
+  Milliseconds fill_box{20'000};  // how long a guest may try to exhaust one pool
+  Milliseconds hold_box{30'000};  // how long it holds at most (the host releases it sooner)
+  // Who the host-side checks run as where root would bypass a limit (when the host is root).
+  std::uint32_t unprivileged_uid = 65534;
+  std::uint32_t unprivileged_gid = 65534;
+  // Empty: every probe. Otherwise only the probes named here run (and are reported).
+  std::vector<std::string> only;
+};
+
+// The probe binary: `configured` if given (it must be executable), else $AIRLOCK_ISOLATION_PROBE,
+// next to the running executable, next to libairlock, <libdir>/../libexec/airlock, the install
+// prefix's libexec. Throws NotFound naming every place it looked.
+std::filesystem::path locate_isolation_probe(const std::filesystem::path& configured = {});
+
+std::vector<ProbeResult> run_isolation_conformance(ConformanceSubject& subject,
+                                                   const IsolationOptions& options = {});
+
 // No gate, no skips, no verdict: results to read, never a ConformanceFailure.
 std::vector<ProbeResult> measure_files_delete_probes(ConformanceSubject& subject);
 
@@ -182,6 +256,8 @@ std::vector<ProbeResult> assert_egress_conformance(ConformanceSubject& subject,
                                                    const std::string& allowed_url,
                                                    const std::string& denied_url,
                                                    Milliseconds exec_timeout = 30s);
+std::vector<ProbeResult> assert_isolation_conformance(ConformanceSubject& subject,
+                                                      const IsolationOptions& options = {});
 
 // Throws ConformanceFailure naming every failed result; returns `results` otherwise.
 const std::vector<ProbeResult>& assert_passed(const std::vector<ProbeResult>& results);

@@ -1,7 +1,9 @@
 # The docker backend against a private dockerd, then against Podman's Docker-compatible service:
 # the engine tests (attacks on both file planes, exec bounds and stops, lifecycle, cross-process
-# purge, every conformance suite; the allowlist on dockerd), and `airlock conformance --backend
-# docker` through the CLI against Podman, where the engine tests leave out the host-plane suites.
+# purge, every conformance suite; the allowlist on dockerd), `airlock conformance --backend docker
+# --suite isolation` through the CLI against dockerd (the probes run inside its containers), and
+# every suite through the CLI against Podman, where the engine tests leave out the host-plane
+# suites.
 # Each engine is started here and stopped on the way out, whatever happened in between.
 set -euo pipefail
 cd "$AIRLOCK_SOURCE_DIR"
@@ -23,12 +25,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-conformance() {  # $1: which engine
-  local config status=0
+conformance() {  # $1: which engine; then any further arguments for the CLI
+  local config status=0 engine=$1
+  shift
   config=$(mktemp /tmp/airlock-docker-conformance-XXXXXX.json)
   printf '{"docker": {"default_image": "airlock-test/busybox:latest", "pull_missing_images": false}}\n' >"$config"
-  echo "--- airlock conformance --backend docker against $1"
-  "$airlock" conformance --backend docker --backend-config "$config" || status=$?
+  echo "--- airlock conformance --backend docker $* against $engine"
+  "$airlock" conformance --backend docker --backend-config "$config" "$@" || status=$?
   rm -f "$config"
   return "$status"
 }
@@ -53,6 +56,12 @@ took "allowlist images (egress proxy, curl)"
 begin
 ctest --test-dir "$tests" -L engine --output-on-failure --timeout 600 -j2
 took "engine tests against dockerd"
+# The isolation suite is required like every other: a probe that gets through fails the stage —
+# at its end, so that Podman's tests still run.
+begin
+isolation_failed=""
+conformance dockerd --suite isolation || isolation_failed=dockerd
+took "airlock conformance --suite isolation against dockerd"
 # The allowlist runs against dockerd only: its images are not in Podman's store.
 unset AIRLOCK_DOCKER_PROXY_IMAGE AIRLOCK_DOCKER_CURL_IMAGE
 scripts/engines/dockerd stop
@@ -72,3 +81,7 @@ took "engine tests against podman"
 begin
 conformance podman
 took "airlock conformance against podman"
+if [[ -n $isolation_failed ]]; then
+  echo "FAILED: airlock conformance --suite isolation against $isolation_failed (see above)" >&2
+  exit 1
+fi

@@ -20,8 +20,8 @@ using conformance::ProbeOutcome;
 using conformance::ProbeResult;
 
 constexpr int kExitProbesFailed = 1;
-const std::vector<std::string> kSuites = {"files_out", "files_in", "files_delete", "egress",
-                                          "exec"};
+const std::vector<std::string> kSuites = {"files_out", "files_in",  "files_delete",
+                                          "egress",    "isolation", "exec"};
 
 // What the in-process fake really serves when its exec is the emulator: the file plane, the
 // emulated shell, and no network at all (so `closed` is honest and `allowlist` is not).
@@ -42,6 +42,7 @@ struct ConformanceOptions {
   std::string image;
   double exec_timeout_seconds = 60;
   bool list = false;
+  std::vector<std::string> isolation_probes;  // empty: all
 };
 
 struct SuiteReport {
@@ -105,6 +106,27 @@ int list_probes(bool as_json) {
                 probe.why.c_str());
   }
   return 0;
+}
+
+// Where the serving backend keeps its state on the host (its configured directories, else the
+// default state directory): the filesystems beneath them are what a guest must not drain.
+std::vector<std::string> host_state_paths(const json::Json& document, const std::string& backend) {
+  std::vector<std::string> out;
+  if (document.contains("backends") && document["backends"].is_array()) {
+    for (const auto& entry : document["backends"]) {
+      if (!entry.is_object() || entry.value("type", "") != backend) continue;
+      for (const char* field : {"state_dir", "image_store", "data_root"}) {
+        if (entry.contains(field) && entry[field].is_string()) {
+          out.push_back(entry[field].get<std::string>());
+        }
+      }
+    }
+  }
+  if (const char* state = std::getenv("AIRLOCK_STATE_DIR"); state != nullptr && *state) {
+    out.emplace_back(state);
+  }
+  out.emplace_back("/var/lib/airlock");
+  return out;
 }
 
 SandboxSpec spec_for(const ConformanceOptions& options, CapabilitySet capabilities,
@@ -233,9 +255,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   std::vector<std::string> suites = options.suites.empty() ? kSuites : options.suites;
   for (const auto& suite : suites) {
     if (std::find(kSuites.begin(), kSuites.end(), suite) == kSuites.end()) {
-      throw InvalidArgument("--suite: unknown suite \"" + suite +
-                                "\" (known: files_out, files_in, files_delete, egress, exec)",
-                            "suite");
+      throw InvalidArgument(
+          "--suite: unknown suite \"" + suite +
+              "\" (known: files_out, files_in, files_delete, egress, isolation, exec)",
+          "suite");
     }
   }
   if (options.allowed_url.empty() != options.denied_url.empty()) {
@@ -291,8 +314,10 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   const SandboxKey key{"airlock-conformance", random_hex(16), "conformance"};
   const Milliseconds exec_timeout(static_cast<long>(options.exec_timeout_seconds * 1000));
 
+  const EgressSet egress_modes = backend->egress_modes().value_or(EgressSet{});
   json::Json header{{"backend", backend->name()},
                     {"isolation", std::string(to_string(backend->isolation()))},
+                    {"egress_modes", to_string(egress_modes)},
                     {"floor", std::string(to_string(router_options.min_isolation))},
                     {"floor_note", floor_note},
                     {"capabilities", capability_list(declared)},
@@ -378,6 +403,51 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
       }));
     }
   }
+  // From inside the guest: what the declared rung and egress modes promise, in two sandboxes of
+  // their own (egress closed) under two more keys, disposed after — it exhausts pools, and a
+  // sandbox may end at its own memory limit.
+  if (wanted("isolation")) {
+    if (!declared.contains(Capability::exec) || !declared.contains(Capability::files_in)) {
+      reports.push_back({"isolation",
+                         "skipped",
+                         "backend does not declare exec and files_in (the probe is put into the "
+                         "guest and run there); the suite is refused rather than run green on "
+                         "nothing",
+                         {}});
+    } else if (backend->isolation() < Isolation::container) {
+      reports.push_back({"isolation",
+                         "skipped",
+                         "backend declares isolation " +
+                             std::string(to_string(backend->isolation())) +
+                             ", below container: the isolation suite promises nothing there",
+                         {}});
+    } else {
+      const SandboxKey own_key{key.scope, key.thread_id + "-isolation", key.agent_dir};
+      const SandboxKey peer_key{key.scope, key.thread_id + "-isolation-peer", key.agent_dir};
+      reports.push_back(run_one("isolation", [&] {
+        struct Dispose {
+          SandboxRouter& router;
+          const SandboxKey& own;
+          const SandboxKey& peer;
+          ~Dispose() {
+            router.dispose(own);
+            router.dispose(peer);
+          }
+        } dispose{router, own_key, peer_key};
+        const auto attacked = router.acquire(own_key, spec_for(options, declared, {}));
+        conformance::PosixGuestSubject isolation_subject(*attacked, options.work_dir, declared,
+                                                         exec_timeout);
+        isolation_subject.declare_isolation(
+            {backend->isolation(), egress_modes, Egress::closed, {}});
+        isolation_subject.offer_second_sandbox(
+            [&] { return router.acquire(peer_key, spec_for(options, declared, {})); });
+        conformance::IsolationOptions isolation;
+        isolation.host_paths = host_state_paths(document, backend->name());
+        isolation.only = options.isolation_probes;
+        return conformance::run_isolation_conformance(isolation_subject, isolation);
+      }));
+    }
+  }
   // Last: a timeout may cost the sandbox on some providers.
   gated("exec", Capability::exec, [&] { return conformance::run_exec_conformance(subject); });
   router.dispose(key);
@@ -394,8 +464,10 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
   options->router.add_to(*command);
   command->add_option("--suite", options->suites,
                       "run only this suite (repeatable): files_out, files_in, files_delete, "
-                      "egress, exec");
+                      "egress, isolation, exec");
   command->add_flag("--json", options->json, "one JSON report on stdout");
+  command->add_option("--isolation-probe", options->isolation_probes,
+                      "isolation suite: run only this probe (repeatable; see --list)");
   command->add_flag("--list", options->list, "list every probe (suite, name, needs, why) and exit");
   command->add_option("--allowed-url", options->allowed_url,
                       "egress suite: a URL on the allowlist that answers 2xx");

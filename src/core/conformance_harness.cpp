@@ -49,6 +49,29 @@ void PosixGuestSubject::plant_file(const std::string& absolute_path, std::string
   sandbox_.write_file(absolute_path, content, dirname_of(absolute_path));
 }
 
+void PosixGuestSubject::declare_isolation(IsolationDeclarations declarations) {
+  isolation_ = std::move(declarations);
+}
+
+void PosixGuestSubject::offer_second_sandbox(std::function<std::shared_ptr<Sandbox>()> acquire) {
+  std::lock_guard lock(second_mutex_);
+  acquire_second_ = std::move(acquire);
+  second_.reset();
+}
+
+std::optional<IsolationDeclarations> PosixGuestSubject::isolation_declarations() const {
+  return isolation_;
+}
+
+Sandbox* PosixGuestSubject::second_sandbox() {
+  std::lock_guard lock(second_mutex_);
+  if (!second_ && acquire_second_) {
+    auto acquire = std::exchange(acquire_second_, nullptr);  // once, even when it throws
+    second_ = acquire();
+  }
+  return second_.get();
+}
+
 void PosixGuestSubject::run_planting(const std::vector<std::string>& argv,
                                      const std::string& what) {
   ExecOptions options;
@@ -396,6 +419,7 @@ std::vector<ProbeDescription> describe_probes() {
   add("files_delete", Capability::files_delete, detail::files_delete_probes());
   add("exec", Capability::exec, detail::exec_probes());
   add("egress", Capability::exec, detail::egress_probes("", "", Milliseconds(30'000)));
+  add("isolation", Capability::files_in, detail::isolation_probe_descriptions());
   return out;
 }
 

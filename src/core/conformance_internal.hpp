@@ -104,6 +104,9 @@ std::vector<ProbeDefinition> egress_probes(const std::string& allowed_url,
                                            const std::string& denied_url,
                                            Milliseconds exec_timeout);
 
+// The isolation suite's probes, for listings (its runner is its own: conformance_isolation.cpp).
+std::vector<ProbeDefinition> isolation_probe_descriptions();
+
 struct SuitePlan {
   std::string suite;
   std::optional<Capability> gate;  // nullopt: no gate (measure)
