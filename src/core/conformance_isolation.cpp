@@ -1011,6 +1011,11 @@ struct IsolationProbe {
   Isolation min_rung = Isolation::container;
   bool needs_closed_egress = false;
   bool needs_second = false;
+  // Narrows what a guest can reach of the HOST's kernel (its system calls, its knobs, its
+  // devices). A rung above container promises the guest another kernel altogether: there,
+  // once the kernel probe shows the guest's kernel is not the host's, this probe proves
+  // nothing about the host and is skipped with that evidence as the reason.
+  bool guards_host_kernel = false;
   std::function<void(ProbeContext&, IsolationState&)> run;
 };
 
@@ -1019,7 +1024,8 @@ std::vector<IsolationProbe> isolation_probes() {
   auto add = [&probes](std::string name, std::string why,
                        std::function<void(ProbeContext&, IsolationState&)> run) {
     probes.push_back(
-        {std::move(name), std::move(why), Isolation::container, false, false, std::move(run)});
+        {std::move(name), std::move(why), Isolation::container, false, false, false,
+         std::move(run)});
     return &probes.back();
   };
   add("host-processes-are-invisible",
@@ -1031,25 +1037,29 @@ std::vector<IsolationProbe> isolation_probes() {
       "no_new_privs is 1, and chown, DAC override, mknod, raw sockets, sethostname and setuid "
       "all fail",
       no_capabilities);
-  add("every-command-runs-under-seccomp",
+  auto* seccomp = add("every-command-runs-under-seccomp",
       "Seccomp 2 for an argv, in /, with stdin, with environment, through sh -c (exec and child), "
       "a detached grandchild and run_code; on a guest kernel that is not the host's, the "
       "dangerous calls are attempted instead",
       seccomp_on_every_command);
-  add("dangerous-syscalls-are-refused",
+  seccomp->guards_host_kernel = true;
+  auto* dangerous = add("dangerous-syscalls-are-refused",
       "mount, unshare/clone/clone3 of a user namespace, setns, add_key, keyctl, bpf, "
       "perf_event_open, io_uring_setup, userfaultfd, ptrace of a sibling, open_by_handle_at with "
       "a forged handle, AF_VSOCK AF_PACKET AF_ALG sockets: each fails",
       dangerous_syscalls_refused);
-  add("proc-sys-and-sys-are-read-only",
+  dangerous->guards_host_kernel = true;
+  auto* knobs = add("proc-sys-and-sys-are-read-only",
       "/proc/sys and /sys are mounted read-only (ST_RDONLY); opening their files for writing "
       "fails, and so does mkdir in /sys",
       read_only_kernel_interfaces);
-  add("only-the-minimal-device-nodes-exist",
+  knobs->guards_host_kernel = true;
+  auto* devices = add("only-the-minimal-device-nodes-exist",
       "a walk of the visible filesystem (not /proc, /sys) finds no block device and no character "
       "device beyond null zero full random urandom tty console ptmx pts/* (by major:minor); "
       "nodes on nodev mounts outside /dev cannot be opened and do not count",
       minimal_devices);
+  devices->guards_host_kernel = true;
   add("no-host-unix-socket-is-reachable",
       "0777 sockets the host listens on in /tmp /var/tmp /run /dev/shm, an abstract one, and "
       "every socket a walk finds refuse the guest, except under a declared channel (the "
@@ -1156,6 +1166,7 @@ std::vector<ProbeDefinition> isolation_probe_descriptions() {
       why += " [" + std::string(to_string(probe.min_rung)) + " and above]";
     }
     if (probe.needs_closed_egress) why += " [egress closed]";
+    if (probe.guards_host_kernel) why += " [skipped above container on another kernel]";
     if (probe.needs_second) why += " [a second sandbox]";
     out.push_back({probe.name, why, kNeeds, false, nullptr});
   }
@@ -1258,6 +1269,26 @@ std::vector<ProbeResult> run_isolation(ConformanceSubject& subject,
     } else if (probe.needs_closed_egress && declarations->egress != Egress::closed) {
       skip = "this sandbox's egress is " + std::string(to_string(declarations->egress)) +
              ", not closed";
+    }
+    if (skip.empty() && probe.guards_host_kernel &&
+        declarations->isolation >= Isolation::hardened_container) {
+      if (!state.kernel_differs) {
+        try {
+          const KernelView view =
+              kernel_view(run_guest(state.a, {"kernel"}, subject.exec_timeout()));
+          state.kernel_differs = view.differs;
+          state.kernel_evidence = view.evidence;
+        } catch (const std::exception& error) {
+          state.kernel_differs = false;  // unproven: the probe runs as for a shared kernel
+          state.kernel_evidence = "the kernel probe failed: " + describe(error);
+        }
+      }
+      if (*state.kernel_differs) {
+        skip = "the guest's kernel is not the host's (" + state.kernel_evidence +
+               "): this probe narrows the host kernel's surface, which a " +
+               std::string(to_string(declarations->isolation)) +
+               " guest does not reach (the-guest-kernel-is-not-the-hosts must hold instead)";
+      }
     }
     if (!skip.empty()) {
       result.outcome = ProbeOutcome::skipped;
