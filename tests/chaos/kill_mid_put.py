@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Starts `airlock run --put BIG=…` and SIGKILLs it the moment a partial file appears in the
-sandbox's work storage. Prints what it caught ("<file> at <n> of <size> bytes"), or nothing when
+sandbox's work directory. Prints what it caught ("<file> at <n> of <size> bytes"), or nothing when
 the transfer finished (or failed) before a partial file was seen.
+
+The work directory lives in the sandbox's own storage, in its mount namespace only: it is looked
+at through /proc/<init>/root, the init's pid read from the sandbox's record.
 
 A shell loop forks a `stat` per poll and misses a fast disk's whole write; one process polling
 with scandir does not.
@@ -9,6 +12,7 @@ with scandir does not.
 Usage: kill_mid_put.py AIRLOCK CONFIG SPEC BIG STATE_DIR SIZE
 """
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -23,8 +27,19 @@ cli = subprocess.Popen(
     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 caught = None
 deadline = time.monotonic() + 120
+def work_directories():
+    for record in glob.glob(state + "/linux/*/record.json"):
+        try:
+            with open(record) as handle:
+                pid = json.load(handle).get("init_pid", 0)
+        except (OSError, ValueError):
+            continue
+        if pid:
+            yield "/proc/%d/root/maf-sandbox/work" % pid
+
+
 while caught is None and cli.poll() is None and time.monotonic() < deadline:
-    for directory in glob.glob(state + "/linux/*/work/work"):
+    for directory in work_directories():
         try:
             entries = list(os.scandir(directory))
         except OSError:

@@ -102,6 +102,10 @@ struct LinuxBackendConfig {
   // <hierarchy>/airlock. Required when not root: an unprivileged backend starts no sandbox
   // without them (nothing else would bound a guest's memory and processes).
   std::vector<std::string> delegated_cgroups;
+  // Not root: run the guest on the user's subordinate ids (/etc/subuid and /etc/subgid, 65536
+  // of each, mapped by newuidmap/newgidmap) when the host has them, so that the guest's root is
+  // not the calling user. false keeps guest root = the calling user.
+  bool subordinate_ids = true;
   // Ceiling on the ptys one sandbox may hold (its devpts instance's `max=`): the kernel's pool
   // (kernel.pty.max, less the host's reserve) is shared by every sandbox.
   std::uint32_t max_ptys = 64;

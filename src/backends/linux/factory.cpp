@@ -58,6 +58,9 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
     } else if (field == "per_command_cgroups") {
       if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
       parsed.per_command_cgroups = value.get<bool>();
+    } else if (field == "subordinate_ids") {
+      if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
+      parsed.subordinate_ids = value.get<bool>();
     } else if (field == "standby") {
       if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
       parsed.standby = value.get<bool>();
@@ -82,7 +85,7 @@ LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::str
                                 ": unknown field (known: state_dir, default_image, image_store, "
                                 "uid_base, "
                                 "memory_bytes, pids, cpu_millis, disk_bytes, max_ptys, "
-                                "delegated_cgroups, "
+                                "delegated_cgroups, subordinate_ids, "
                                 "max_concurrent_commands, "
                                 "init_path, output_ceiling_bytes, start_timeout_ms, "
                                 "per_command_cgroups, standby, limits, egress_ports, "

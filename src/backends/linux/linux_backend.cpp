@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -166,6 +167,67 @@ std::uint64_t host_file_max() {
 
 }  // namespace
 
+namespace {
+
+// The first range of at least kIdsPerSandbox ids for `user` (its name or uid) in a subid file.
+std::optional<std::uint32_t> subordinate_range(const std::filesystem::path& file,
+                                               const std::string& name, const std::string& uid) {
+  std::ifstream lines(file);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const auto first = line.find(':');
+    const auto second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string owner = line.substr(0, first);
+    if (owner != name && owner != uid) continue;
+    try {
+      const unsigned long long start = std::stoull(line.substr(first + 1, second - first - 1));
+      const unsigned long long count = std::stoull(line.substr(second + 1));
+      if (count >= kIdsPerSandbox && start > 0 && start + kIdsPerSandbox <= 0xFFFFFFFFull) {
+        return static_cast<std::uint32_t>(start);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  return std::nullopt;
+}
+
+// A setuid-root helper where the shadow package puts it.
+std::string setuid_helper(const char* name) {
+  for (const char* directory : {"/usr/bin", "/bin", "/usr/local/bin"}) {
+    const std::string path = std::string(directory) + "/" + name;
+    struct stat info {};
+    if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_uid == 0 &&
+        (info.st_mode & S_ISUID) != 0) {
+      return path;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<SubordinateIds> find_subordinate_ids(const std::filesystem::path& subuid,
+                                                   const std::filesystem::path& subgid) {
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  char buffer[4096];
+  const uid_t uid = ::getuid();
+  std::string name;
+  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found != nullptr) {
+    name = found->pw_name;
+  }
+  const auto users = subordinate_range(subuid, name, std::to_string(uid));
+  const auto groups = subordinate_range(subgid, name, std::to_string(uid));
+  SubordinateIds ids;
+  ids.uid_mapper = setuid_helper("newuidmap");
+  ids.gid_mapper = setuid_helper("newgidmap");
+  if (!users || !groups || ids.uid_mapper.empty() || ids.gid_mapper.empty()) return std::nullopt;
+  ids.uid_start = *users;
+  ids.gid_start = *groups;
+  return ids;
+}
+
 void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint64_t file_max) {
   // Descriptors are bounded by RLIMIT_NOFILE, but a file mapped and closed stays open without
   // one, and the only bound on those is the memory the kernel spends on them. A sandbox whose
@@ -199,6 +261,7 @@ LinuxBackend::LinuxBackend(LinuxBackendConfig config)
   // As root, cgroups are made under each hierarchy's airlock/ subtree (or the delegated
   // directories, when given); unprivileged, only in directories delegated to this user.
   cgroups_ = privileged_ || !config_->delegated_cgroups.empty();
+  if (!privileged_ && config_->subordinate_ids) subordinate_ = find_subordinate_ids();
   if (cgroups_) layout_ = CgroupLayout::detect(config_->delegated_cgroups);
 }
 
@@ -418,7 +481,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::adopt(const RecordFile& record,
   if (!pidfd) return nullptr;
   return std::make_shared<LinuxSandbox>(config_, record, key,
                                         store_.sandbox_dir(record.id) / "control.sock",
-                                        std::move(pidfd));
+                                        std::move(pidfd), init_path());
 }
 
 std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const SandboxKey& key,
@@ -453,7 +516,15 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     slot = claim_id_slot(id_slots_.get(), default_id_slot_directory(), config_->uid_base);
   }
   const std::uint32_t guest_root =
-      slot ? slot->base : static_cast<std::uint32_t>(::geteuid());
+      slot ? slot->base
+           : (subordinate_ ? subordinate_->uid_start : static_cast<std::uint32_t>(::geteuid()));
+  if (subordinate_ && image.kind != RootKind::host) {
+    throw InvalidArgument(
+        "image: unprivileged, on subordinate ids, the linux backend runs image \"host\" only (the "
+        "guest's root may not pass through this user's image store); use image \"host\", set "
+        "subordinate_ids false, or run as root",
+        "image");
+  }
 
   RecordFile record;
   record.id = id;
@@ -467,6 +538,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   record.boot_id = current_boot_id();
   record.created_at_ms = unix_now_ms();
   record.privileged = privileged_;
+  record.subordinate_ids = subordinate_.has_value();
   record.uid_base = guest_root;
   const std::string secret = random_bytes(protocol::kSecretBytes);
   record.control_secret = to_hex(secret);
@@ -523,6 +595,13 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
       config.uid_base = guest_root;
       config.gid_base = guest_root;
       config.id_count = kIdsPerSandbox;
+    } else if (subordinate_) {
+      config.flags |= kSubordinateIds;
+      config.uid_base = subordinate_->uid_start;
+      config.gid_base = subordinate_->gid_start;
+      config.id_count = kIdsPerSandbox;
+      config.uid_mapper = subordinate_->uid_mapper;
+      config.gid_mapper = subordinate_->gid_mapper;
     } else {
       config.uid_base = static_cast<std::uint32_t>(::geteuid());
       config.gid_base = static_cast<std::uint32_t>(::getegid());
@@ -565,7 +644,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     throw BackendError("the sandbox's init exited right after it started", record.instance_id);
   }
   return std::make_shared<LinuxSandbox>(config_, record, key, directory / "control.sock",
-                                        std::move(pidfd));
+                                        std::move(pidfd), init_path());
 }
 
 void LinuxBackend::destroy_locked(const std::string& id,
@@ -605,6 +684,10 @@ void LinuxBackend::listen_for_egress(const std::string& id, const SandboxSpec& s
   if (record.privileged) {
     socket.owner_uid = record.uid_base;
     socket.owner_gid = record.uid_base;
+  } else if (record.subordinate_ids) {
+    // The guest's root is not this user and may not be given the socket: it is open to all, in
+    // a directory only this user (and the sandbox's init, by descriptor) may pass through.
+    socket.mode = 0666;
   }
   // An older listener of ours for this sandbox (its socket file was since replaced by another
   // process, or this is a re-adopt) serves no one: it goes before the new bind.

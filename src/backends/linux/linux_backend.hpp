@@ -19,6 +19,18 @@
 
 namespace airlock::linux_backend {
 
+// The calling user's subordinate ids, as newuidmap/newgidmap will grant them: the first range
+// of at least 65536 in /etc/subuid and in /etc/subgid (keyed by the user's name or uid), and the
+// two setuid helpers. nullopt when the host has no such range or no helper.
+struct SubordinateIds {
+  std::uint32_t uid_start = 0;
+  std::uint32_t gid_start = 0;
+  std::string uid_mapper;
+  std::string gid_mapper;
+};
+std::optional<SubordinateIds> find_subordinate_ids(const std::filesystem::path& subuid = "/etc/subuid",
+                                                   const std::filesystem::path& subgid = "/etc/subgid");
+
 // Refuses (InvalidArgument naming resources.memory_bytes and the sysctl to raise) a memory limit
 // under which one sandbox could keep more than half of the host's file table (`file_max`) open.
 void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint64_t file_max);
@@ -80,6 +92,7 @@ class LinuxBackend final : public SandboxBackend {
   StateStore store_;
   bool privileged_;
   bool cgroups_ = false;  // root, or cgroups delegated to this user
+  std::optional<SubordinateIds> subordinate_;  // unprivileged, and the host grants them
   CgroupLayout layout_;
   std::once_flag seccomp_once_;
   std::string seccomp_;

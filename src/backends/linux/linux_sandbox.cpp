@@ -52,14 +52,15 @@ std::vector<std::string> with_overrides(
 
 LinuxSandbox::LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record,
                            SandboxKey key, const std::filesystem::path& socket_path,
-                           UniqueFd init_pidfd)
+                           UniqueFd init_pidfd, std::filesystem::path init_path)
     : config_(std::move(config)),
       record_(std::move(record)),
       key_(std::move(key)),
       channel_(socket_path, from_hex(record_.control_secret)),
       init_pidfd_(std::move(init_pidfd)),
       environment_(base_environment(record_)),
-      state_directory_(socket_path.parent_path()) {}
+      state_directory_(socket_path.parent_path()),
+      init_path_(std::move(init_path)) {}
 
 bool LinuxSandbox::is_live() const noexcept {
   if (disposed_.load()) return false;
@@ -72,8 +73,12 @@ bool LinuxSandbox::is_live() const noexcept {
 
 void LinuxSandbox::mark_disposed() noexcept {
   disposed_.store(true);
-  std::lock_guard lock(root_mutex_);
-  roots_.reset();
+  {
+    std::lock_guard lock(root_mutex_);
+    roots_.reset();
+  }
+  std::lock_guard lock(agent_mutex_);
+  agent_.reset();
 }
 
 void LinuxSandbox::refuse_when_gone() const {
@@ -102,28 +107,44 @@ LinuxSandbox::BoundPlane LinuxSandbox::plane() const {
                               config_->limits.files_in.max_bytes_per_file)};
 }
 
+std::shared_ptr<RemoteFilePlane> LinuxSandbox::agent() const {
+  if (!record_.subordinate_ids) return nullptr;
+  refuse_when_gone();
+  std::lock_guard lock(agent_mutex_);
+  if (!agent_) {
+    agent_ = std::make_shared<RemoteFilePlane>(init_path_, init_pidfd_.get(),
+                                               config_->limits.files_in.max_bytes_per_file);
+  }
+  return agent_;
+}
+
 void LinuxSandbox::write_file(std::string_view path, std::string_view content,
                               std::string_view working_directory) {
+  if (const auto remote = agent()) return remote->write_file(path, content, working_directory);
   plane()->write_file(path, content, working_directory);
 }
 
 std::optional<SandboxEntry> LinuxSandbox::stat_file(std::string_view path,
                                                     std::string_view working_directory) {
+  if (const auto remote = agent()) return remote->stat_file(path, working_directory);
   return plane()->stat_file(path, working_directory);
 }
 
 std::string LinuxSandbox::read_file(std::string_view path, std::string_view working_directory,
                                     std::uint64_t max_bytes) {
+  if (const auto remote = agent()) return remote->read_file(path, working_directory, max_bytes);
   return plane()->read_file(path, working_directory, max_bytes);
 }
 
 std::vector<SandboxEntry> LinuxSandbox::list_dir(std::string_view path,
                                                  std::string_view working_directory) {
+  if (const auto remote = agent()) return remote->list_dir(path, working_directory);
   return plane()->list_dir(path, working_directory);
 }
 
 void LinuxSandbox::remove(std::string_view path, std::string_view working_directory,
                           bool recursive) {
+  if (const auto remote = agent()) return remote->remove(path, working_directory, recursive);
   plane()->remove(path, working_directory, recursive);
 }
 

@@ -11,6 +11,7 @@
 #include "airlock/backends/linux.hpp"
 #include "airlock/sandbox.hpp"
 #include "backends/linux/control_channel.hpp"
+#include "backends/linux/file_agent.hpp"
 #include "backends/linux/file_plane.hpp"
 #include "backends/linux/state_store.hpp"
 
@@ -18,8 +19,10 @@ namespace airlock::linux_backend {
 
 class LinuxSandbox final : public Sandbox {
  public:
+  // `init_path` is airlock-init, run as the file agent for a sandbox on subordinate ids.
   LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record, SandboxKey key,
-               const std::filesystem::path& socket_path, UniqueFd init_pidfd);
+               const std::filesystem::path& socket_path, UniqueFd init_pidfd,
+               std::filesystem::path init_path);
 
   std::string instance_id() const override { return record_.instance_id; }
   const SandboxKey& key() const override { return key_; }
@@ -65,6 +68,9 @@ class LinuxSandbox final : public Sandbox {
     const FilePlane* operator->() const noexcept { return &plane; }
   };
   BoundPlane plane() const;
+  // The file agent, for a sandbox on subordinate ids (started on first use); null otherwise.
+  // Shared, so that a dispose in another thread never ends it under a call in flight.
+  std::shared_ptr<RemoteFilePlane> agent() const;
 
   std::shared_ptr<const LinuxBackendConfig> config_;
   RecordFile record_;
@@ -75,6 +81,9 @@ class LinuxSandbox final : public Sandbox {
   std::filesystem::path state_directory_;
   mutable std::mutex root_mutex_;
   mutable std::shared_ptr<const Roots> roots_;  // guarded by root_mutex_
+  std::filesystem::path init_path_;
+  mutable std::mutex agent_mutex_;
+  mutable std::shared_ptr<RemoteFilePlane> agent_;  // guarded by agent_mutex_
   std::atomic<bool> disposed_{false};
 };
 

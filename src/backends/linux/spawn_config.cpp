@@ -21,6 +21,8 @@ std::string encode_spawn_config(const SpawnConfig& config) {
   writer.u32(config.uid_base);
   writer.u32(config.gid_base);
   writer.u32(config.id_count);
+  writer.bytes(config.uid_mapper);
+  writer.bytes(config.gid_mapper);
   writer.u32(static_cast<std::uint32_t>(config.namespace_limits.size()));
   for (const auto& limit : config.namespace_limits) {
     writer.bytes(limit.name);
@@ -57,6 +59,8 @@ bool decode_spawn_config(const std::string& bytes, SpawnConfig& config) {
   config.uid_base = reader.u32();
   config.gid_base = reader.u32();
   config.id_count = reader.u32();
+  config.uid_mapper = reader.bytes();
+  config.gid_mapper = reader.bytes();
   const std::uint32_t namespace_limits = reader.u32();
   if (!reader.ok() || namespace_limits > 32) return false;
   config.namespace_limits.clear();

@@ -90,6 +90,9 @@ struct SpawnConfig {
   std::uint32_t uid_base = 0;
   std::uint32_t gid_base = 0;
   std::uint32_t id_count = 1;
+  // kSubordinateIds: the setuid helpers that write the maps (newuidmap, newgidmap).
+  std::string uid_mapper;
+  std::string gid_mapper;
   std::vector<NamespaceLimit> namespace_limits;
 
   // cgroups: the monitor writes itself into each of these cgroup.procs before it clones the

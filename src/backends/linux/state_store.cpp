@@ -100,6 +100,7 @@ std::optional<RecordFile> StateStore::read(const std::string& id) const {
     record.uid_base = value.at("uid_base").get<std::uint32_t>();
     record.privileged = value.at("privileged").get<bool>();
     if (format >= 2) record.control_secret = value.at("control_secret").get<std::string>();
+    record.subordinate_ids = value.value("subordinate_ids", false);
     return record;
   } catch (const std::exception&) {
     return std::nullopt;  // unreadable: treated as leftovers without a record
@@ -126,6 +127,7 @@ void StateStore::write(const RecordFile& record) const {
       {"uid_base", record.uid_base},
       {"privileged", record.privileged},
       {"control_secret", record.control_secret},
+      {"subordinate_ids", record.subordinate_ids},
   };
   const std::filesystem::path directory = sandbox_dir(record.id);
   const std::filesystem::path temporary = directory / ("record.json." + random_hex(4));

@@ -50,6 +50,8 @@ struct RecordFile {
   std::int64_t created_at_ms = 0;     // Unix time
   std::uint32_t uid_base = 0;
   bool privileged = false;
+  // Unprivileged, on the user's subordinate ids: the file plane runs inside (file_agent.hpp).
+  bool subordinate_ids = false;
   // Hex of the bytes every control request must carry. Empty in records written before the
   // secret existed: such a sandbox can be disposed of, never adopted.
   std::string control_secret;

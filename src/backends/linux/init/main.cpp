@@ -32,6 +32,7 @@
 #include <vector>
 #include <string>
 
+#include "backends/linux/file_agent.hpp"
 #include "backends/linux/init/report.hpp"
 #include "backends/linux/init/root_builder.hpp"
 #include "backends/linux/init/server.hpp"
@@ -260,24 +261,25 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   if ((config.flags & kSubordinateIds) != 0) {
     // The setuid helpers check /etc/subuid and /etc/subgid for us; they leave setgroups
     // allowed, and the init drops the caller's supplementary groups itself.
-    for (const char* helper : {"newuidmap", "newgidmap"}) {
-      const bool users = std::strcmp(helper, "newuidmap") == 0;
+    for (const bool users : {true, false}) {
+      const std::string& helper = users ? config.uid_mapper : config.gid_mapper;
       const std::string pid = std::to_string(child);
       const std::string inside = "0";
       const std::string outside = std::to_string(users ? config.uid_base : config.gid_base);
       const std::string count = std::to_string(config.id_count);
       const pid_t mapper = ::fork();
-      if (mapper < 0) fail(std::string("run ") + helper, errno);
+      if (mapper < 0) fail("run " + helper, errno);
       if (mapper == 0) {
-        ::execlp(helper, helper, pid.c_str(), inside.c_str(), outside.c_str(), count.c_str(),
-                 static_cast<char*>(nullptr));
+        char* no_environment[] = {nullptr};
+        ::execle(helper.c_str(), helper.c_str(), pid.c_str(), inside.c_str(), outside.c_str(),
+                 count.c_str(), static_cast<char*>(nullptr), no_environment);
         ::_exit(127);
       }
       int status = 0;
       while (::waitpid(mapper, &status, 0) < 0 && errno == EINTR) {
       }
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fail(std::string(helper) + " refused the subordinate range", EPERM);
+        fail(helper + " refused the subordinate range", EPERM);
       }
     }
     return;
@@ -416,6 +418,9 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
 }  // namespace airlock::linux_backend::init
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--files") == 0) {
+    airlock::linux_backend::serve_file_agent();
+  }
   if (argc == 3 && std::strcmp(argv[1], "--standby") == 0) {
     airlock::linux_backend::init::run_standby(static_cast<pid_t>(std::atol(argv[2])));
   }

@@ -124,8 +124,11 @@ UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
   make_directory(storage.get(), "run", 0755, guest, "storage /run");
   make_directory(storage.get(), "shm", 01777, guest, "storage /dev/shm");
   // Not the guest's: as root it stays host root's (nobody inside, so the guest cannot plant
-  // anything in it); unprivileged it is protected by its read-only bind.
-  make_directory(storage.get(), "host-tools", 0755, -1, "storage host-tools");
+  // anything in it); unprivileged it is protected by its read-only bind — and on subordinate
+  // ids, where the host user is not its owner, open to the host user through the storage
+  // descriptor (the guest only ever sees the read-only bind).
+  make_directory(storage.get(), "host-tools", (config.flags & kSubordinateIds) != 0 ? 0777 : 0755,
+                 -1, "storage host-tools");
   if (config.root_kind == RootKind::host) {
     make_directory(storage.get(), "work", 0755, guest, "storage work");
   } else {
