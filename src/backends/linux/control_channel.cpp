@@ -132,6 +132,25 @@ ControlChannel::Roots ControlChannel::fetch_roots() const {
   return Roots{std::move(fds[0]), std::move(fds[1])};
 }
 
+ControlChannel::Namespaces ControlChannel::fetch_namespaces() const {
+  UniqueFd socket = connect();
+  if (const int error = protocol::send_message(
+          socket.get(), protocol::encode_header(protocol::Op::namespaces, 0, secret_), nullptr, 0);
+      error != 0) {
+    throw BackendError("the sandbox's init stopped answering", std::strerror(error));
+  }
+  std::string bytes;
+  std::vector<UniqueFd> fds;
+  const long received = protocol::receive_message(socket.get(), bytes, fds);
+  protocol::Reply reply;
+  if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
+      reply.kind != protocol::ReplyKind::ok || fds.size() != 2) {
+    throw BackendError("the sandbox's init did not hand over its namespaces",
+                       reply.message.empty() ? "namespaces request" : reply.message);
+  }
+  return Namespaces{std::move(fds[0]), std::move(fds[1])};
+}
+
 ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   const auto remaining =
       std::chrono::duration_cast<std::chrono::milliseconds>(plan.deadline - Clock::now());

@@ -49,6 +49,12 @@ class ControlChannel {
     UniqueFd host_tools;
   };
   Roots fetch_roots() const;
+  // The init's user and mount namespaces (nsfs descriptors), for the file agent.
+  struct Namespaces {
+    UniqueFd user;
+    UniqueFd mount;
+  };
+  Namespaces fetch_namespaces() const;
   // Runs one command, streaming its output into the result under the plan's ceilings. Raises
   // Timeout (deadline or cancellation; says whether the kill was confirmed), QueuedTimeout,
   // ExecOutputLimitExceeded, NotFound/NotADirectory (working directory), BackendError.

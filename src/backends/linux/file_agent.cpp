@@ -101,7 +101,8 @@ void answer(int channel, const std::string& reply, int fd = -1) {
   (void)protocol::send_message(channel, reply, fd >= 0 ? &fd : nullptr, fd >= 0 ? 1 : 0);
 }
 
-void serve_one(int channel, int root, const std::string& request, std::vector<UniqueFd>& fds) {
+void serve_one(int channel, int root, int proc, const std::string& request,
+               std::vector<UniqueFd>& fds) {
   wire::Reader reader(request);
   const auto op = static_cast<Op>(reader.u32());
   const std::string path = reader.bytes();
@@ -113,7 +114,7 @@ void serve_one(int channel, int root, const std::string& request, std::vector<Un
     return;
   }
   // Created files are the guest root's already: this process *is* the guest root.
-  const FilePlane plane(root, 0, 0, false, max_bytes);
+  const FilePlane plane(root, 0, 0, false, max_bytes, proc);
   try {
     wire::Writer reply;
     reply.u32(0);
@@ -173,9 +174,14 @@ void serve_one(int channel, int root, const std::string& request, std::vector<Un
 [[noreturn]] void serve_file_agent() {
   const int channel = file_agent::kChannelFd;
   // The init's own namespaces: the user namespace first (this process's user created it, so
-  // joining gives every capability in it), with the mount namespace in the same call.
-  if (::setns(file_agent::kInitPidFd, CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(10);
-  ::close(file_agent::kInitPidFd);
+  // joining gives every capability in it), then the mount namespace it owns.
+  // The host's /proc, kept: the sandbox's is another pid namespace's, where this process is not.
+  UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!proc) ::_exit(9);
+  if (::setns(file_agent::kUserNamespaceFd, CLONE_NEWUSER) != 0) ::_exit(10);
+  if (::setns(file_agent::kMountNamespaceFd, CLONE_NEWNS) != 0) ::_exit(15);
+  ::close(file_agent::kUserNamespaceFd);
+  ::close(file_agent::kMountNamespaceFd);
   if (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0) ::_exit(11);
   (void)::setgroups(0, nullptr);  // refused only where setgroups is denied, with none to drop
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ::_exit(12);
@@ -188,7 +194,7 @@ void serve_one(int channel, int root, const std::string& request, std::vector<Un
     const long got = protocol::receive_message(channel, request, fds, kMaxMessage);
     if (got == -EINTR) continue;
     if (got <= 0) ::_exit(0);  // the host let go
-    serve_one(channel, root.get(), request, fds);
+    serve_one(channel, root.get(), proc.get(), request, fds);
   }
 }
 
@@ -199,8 +205,8 @@ struct RemoteFilePlane::Reply {
   UniqueFd fd;
 };
 
-RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int init_pidfd,
-                                 std::uint64_t max_write_bytes)
+RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int user_namespace,
+                                 int mount_namespace, std::uint64_t max_write_bytes)
     : max_write_bytes_(max_write_bytes) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
@@ -209,9 +215,10 @@ RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int init_pidfd
   }
   channel_.reset(pair[0]);
   UniqueFd theirs(pair[1]);
-  UniqueFd pidfd(::fcntl(init_pidfd, F_DUPFD_CLOEXEC, 10));
+  UniqueFd user(::fcntl(user_namespace, F_DUPFD_CLOEXEC, 10));
+  UniqueFd mount(::fcntl(mount_namespace, F_DUPFD_CLOEXEC, 10));
   UniqueFd moved(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 10));
-  if (!pidfd || !moved) {
+  if (!user || !mount || !moved) {
     throw BackendError("the sandbox's file agent could not be started", std::strerror(errno));
   }
   posix_spawn_file_actions_t actions;
@@ -220,7 +227,8 @@ RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int init_pidfd
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, moved.get(), file_agent::kChannelFd);
-  posix_spawn_file_actions_adddup2(&actions, pidfd.get(), file_agent::kInitPidFd);
+  posix_spawn_file_actions_adddup2(&actions, user.get(), file_agent::kUserNamespaceFd);
+  posix_spawn_file_actions_adddup2(&actions, mount.get(), file_agent::kMountNamespaceFd);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;

@@ -4,10 +4,11 @@
 // in its directories; the guest root may — and so may a process that joins the sandbox's user
 // namespace, which the host user created and so holds every capability in.
 //
-// The agent is airlock-init started as `airlock-init --files` with two descriptors: 3, its end
-// of a SOCK_SEQPACKET pair, and 4, a pidfd of the sandbox's init. It joins the init's user and
-// mount namespaces (setns with the pidfd: the namespaces of that very process, never of one that
-// reused its pid), becomes the guest root, drops its groups, becomes non-dumpable, and runs the
+// The agent is airlock-init started as `airlock-init --files` with three descriptors: 3, its end
+// of a SOCK_SEQPACKET pair, and 4 and 5, the init's user and mount namespaces (which the init
+// hands only to a holder of its control secret: it is not dumpable, so no host process may open
+// them through /proc). It joins them, becomes the guest root, drops its groups, becomes
+// non-dumpable, and runs the
 // same FilePlane the host runs for every other sandbox — beneath its own "/", under the same
 // openat2 rules — one request at a time, until its end of the pair is closed. No guest process
 // is its parent or can reach it: it is a child of the host process, in no pid namespace of the
@@ -37,15 +38,17 @@ namespace file_agent {
 enum class Op : std::uint32_t { write = 1, stat = 2, read = 3, list = 4, remove = 5 };
 
 inline constexpr int kChannelFd = 3;
-inline constexpr int kInitPidFd = 4;
+inline constexpr int kUserNamespaceFd = 4;
+inline constexpr int kMountNamespaceFd = 5;
 
 }  // namespace file_agent
 
 // The host side: one agent per handle, started on first use, spoken to one request at a time.
 class RemoteFilePlane {
  public:
-  // `init_pidfd` is borrowed for the spawn only.
-  RemoteFilePlane(std::filesystem::path init_path, int init_pidfd, std::uint64_t max_write_bytes);
+  // The namespace descriptors are borrowed for the spawn only.
+  RemoteFilePlane(std::filesystem::path init_path, int user_namespace, int mount_namespace,
+                  std::uint64_t max_write_bytes);
   ~RemoteFilePlane();
   RemoteFilePlane(const RemoteFilePlane&) = delete;
   RemoteFilePlane& operator=(const RemoteFilePlane&) = delete;

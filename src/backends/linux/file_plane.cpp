@@ -255,8 +255,9 @@ std::string FilePlane::read_file(std::string_view path, std::string_view working
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size > max_bytes) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, size);
 
-  const std::string reopen = "/proc/self/fd/" + std::to_string(handle.get());
-  UniqueFd file(::open(reopen.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  const std::string reopen = "self/fd/" + std::to_string(handle.get());
+  UniqueFd file(proc_ >= 0 ? ::openat(proc_, reopen.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)
+                           : ::open(("/proc/" + reopen).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!file) raise_errno(errno, path, "read");
   struct stat opened {};
   if (::fstat(file.get(), &opened) != 0 || opened.st_ino != info.st_ino ||

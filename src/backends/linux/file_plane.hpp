@@ -34,14 +34,17 @@ namespace airlock::linux_backend {
 class FilePlane {
  public:
   // `root_fd` is borrowed and must outlive the plane. Files and directories the plane creates are
-  // owned by `owner` (the guest's root on the host) when `chown` is set.
+  // owned by `owner` (the guest's root on the host) when `chown` is set. `proc_directory`, when
+  // not -1, is a /proc of this process's pid namespace to reopen descriptors through (the file
+  // agent has joined a mount namespace whose /proc is another pid namespace's).
   FilePlane(int root_fd, uid_t owner_uid, gid_t owner_gid, bool chown,
-            std::uint64_t max_write_bytes)
+            std::uint64_t max_write_bytes, int proc_directory = -1)
       : root_(root_fd),
         owner_uid_(owner_uid),
         owner_gid_(owner_gid),
         chown_(chown),
-        max_write_bytes_(max_write_bytes) {}
+        max_write_bytes_(max_write_bytes),
+        proc_(proc_directory) {}
 
   void write_file(std::string_view path, std::string_view content,
                   std::string_view working_directory) const;
@@ -59,6 +62,7 @@ class FilePlane {
   gid_t owner_gid_;
   bool chown_;
   std::uint64_t max_write_bytes_;
+  int proc_;
 };
 
 }  // namespace airlock::linux_backend

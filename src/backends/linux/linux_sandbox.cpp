@@ -112,7 +112,9 @@ std::shared_ptr<RemoteFilePlane> LinuxSandbox::agent() const {
   refuse_when_gone();
   std::lock_guard lock(agent_mutex_);
   if (!agent_) {
-    agent_ = std::make_shared<RemoteFilePlane>(init_path_, init_pidfd_.get(),
+    const ControlChannel::Namespaces namespaces = channel_.fetch_namespaces();
+    agent_ = std::make_shared<RemoteFilePlane>(init_path_, namespaces.user.get(),
+                                               namespaces.mount.get(),
                                                config_->limits.files_in.max_bytes_per_file);
   }
   return agent_;

@@ -11,6 +11,9 @@
 //   root    → ok + 2 fds: O_PATH descriptors of the sandbox's root directory (the file plane) and
 //             of its host-tools directory on the read-write storage (where the host creates
 //             the sockets guests reach read-only at /run/airlock-host-tools)
+//   namespaces → ok + 2 fds: the init's user and mount namespaces (for the file agent, which
+//             joins them: the init is not dumpable, so no host process may open them through
+//             /proc; only whoever holds the secret is handed them)
 //   exec    → exited | queued_timeout | spawn_failed | error
 //             fds: stdout, stderr, and stdin when kStdinPipe is set (else the guest's /dev/null).
 //             While the command runs, the host may send `kill` on the same connection; closing
@@ -36,7 +39,7 @@ inline constexpr std::size_t kMaxRequestBytes = 8u << 20;  // argv + env, like a
 inline constexpr std::size_t kMaxFds = 5;
 inline constexpr std::size_t kSecretBytes = 32;
 
-enum class Op : std::uint32_t { ping = 1, root = 2, exec = 3, kill = 4 };
+enum class Op : std::uint32_t { ping = 1, root = 2, exec = 3, kill = 4, namespaces = 5 };
 enum class ReplyKind : std::uint32_t {
   ok = 1,
   error = 2,

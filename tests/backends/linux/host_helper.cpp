@@ -16,10 +16,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 
 #include "airlock/backends/linux.hpp"
+#include "airlock/conformance.hpp"
 #include "airlock/errors.hpp"
 
 using namespace airlock;
@@ -95,6 +99,32 @@ int main(int argc, char** argv) {
                          "tr -cd '0-9 ' | tr -s ' ')"),
           quick());
       std::cout << facts.stdout_bytes;
+      // Who the guest's root is on the host: the init's uid, from its record.
+      for (const auto& entry : std::filesystem::directory_iterator(
+               std::filesystem::path(argv[1]) / "linux")) {
+        std::stringstream read;
+        read << std::ifstream(entry.path() / "record.json").rdbuf();
+        const std::string text = read.str();
+        const auto at = text.find("\"init_pid\": ");
+        if (at == std::string::npos) continue;
+        const long pid = std::atol(text.c_str() + at + 12);
+        std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+        std::string line;
+        while (std::getline(status, line)) {
+          if (line.rfind("Uid:", 0) == 0) {
+            std::istringstream fields(line.substr(4));
+            long uid = -1;
+            fields >> uid;
+            std::cout << "init_host_uid=" << uid << "\n";
+          }
+        }
+      }
+      // A file only this host user may read, in a host directory the guest is shown.
+      if (const char* secret = std::getenv("AIRLOCK_TEST_USER_SECRET")) {
+        const ExecResult read = sandbox->exec(
+            Command::argv({"cat", secret}), quick());
+        std::cout << "user_secret=" << (read.exit_code == 0 ? "read" : "denied") << "\n";
+      }
       sandbox->write_file("a/b.txt", "round trip", kDefaultWorkDir);
       std::cout << "file=" << sandbox->read_file("a/b.txt", kDefaultWorkDir, 100) << "\n";
       sandbox->exec(Command::shell("ln -s /etc link"), quick());
@@ -103,6 +133,29 @@ int main(int argc, char** argv) {
         std::cout << "link=followed\n";
       } catch (const ConfinementError&) {
         std::cout << "link=refused\n";
+      }
+      // The file plane's conformance suites against this very sandbox: links planted by the
+      // guest, raced, FIFOs, hard links — whichever side of the boundary the plane runs on.
+      {
+        conformance::PosixGuestSubject subject(*sandbox, kDefaultWorkDir,
+                                               *backend->capabilities());
+        int failed = 0;
+        int passed = 0;
+        for (const auto& results : {conformance::run_files_out_conformance(subject),
+                                    conformance::run_files_in_conformance(subject),
+                                    conformance::run_files_delete_conformance(subject)}) {
+          for (const auto& result : results) {
+            if (result.outcome == conformance::ProbeOutcome::failed) {
+              ++failed;
+              std::cout << "conformance_failure=" << result.suite << "/" << result.probe << ": "
+                        << result.detail << "\n";
+            } else if (result.outcome == conformance::ProbeOutcome::passed) {
+              ++passed;
+            }
+          }
+        }
+        std::cout << "file_conformance=" << (failed == 0 && passed > 20 ? "passed" : "failed")
+                  << "\n";
       }
       ExecOptions short_timeout = quick();
       short_timeout.timeout = std::chrono::milliseconds(300);

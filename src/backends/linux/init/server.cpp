@@ -211,6 +211,21 @@ void Server::read_request(Connection& connection) {
       reply(connection, answer, handed, 2);
       return;
     }
+    case protocol::Op::namespaces: {
+      UniqueFd user(::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
+      UniqueFd mount(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+      Reply answer;
+      if (!user || !mount) {
+        answer.message = "the init's namespaces could not be opened";
+        reply(connection, answer);
+        return;
+      }
+      answer.kind = ReplyKind::ok;
+      answer.version = protocol::kVersion;
+      const int handed[] = {user.get(), mount.get()};
+      reply(connection, answer, handed, 2);
+      return;
+    }
     case protocol::Op::exec:
       handle_exec(connection, body);
       return;
