@@ -1,22 +1,22 @@
 // Durable state of the linux backend: one directory per sandbox under <state_dir>/linux/, found
 // by any process — never this process's memory alone.
 //
-//   <state_dir>/linux/              0700
+//   <state_dir>/linux/              0700 (the state directory is checked first:
+//                                   prepare_state_directory)
 //     locks/<id>.lock               flock: get-or-create and dispose of one identity, across
 //                                   processes (the files stay; removing a lock file someone waits
 //                                   on would break the exclusion)
+//     standby/<instance>.json       a standby monitor (standby.hpp)
+//     <id>/                         0711: the sandbox's init passes through, nobody lists
 //     <id>/record.json              the record (written before anything else exists, updated
 //                                   once the init runs: a crash at any point leaves a record
-//                                   naming everything to reclaim)
-//     <id>/control.sock             the init's control socket
-//     <id>/root/                    the mount point of the sandbox's root (inside its mount
-//                                   namespace only: on the host it stays an empty directory)
-//     <id>/work/                    image "host": the storage bound at the work dir
-//     <id>/overlay-upper/, overlay-work/   images: the sandbox's writes
+//                                   naming everything to reclaim), with the control secret
+//     <id>/control.sock             the init's control socket (answers only with the secret)
+//     <id>/root/, <id>/storage/     mount points of the sandbox's root and storage (inside its
+//                                   mount namespace only: on the host they stay empty)
 //     <id>/egress/                  allowlist: where the host's proxy puts egress.sock
-//     <id>/host-tools/              where host-tool runs listen (read-only in the guest at
-//                                   /run/airlock-host-tools)
-// <id> is sandbox_identity(key, kind, egress posture).
+// <id> is sandbox_identity(key, kind, egress posture). Everything a guest writes lives in the
+// sandbox's storage, never in this directory.
 #pragma once
 
 #include <sys/types.h>
