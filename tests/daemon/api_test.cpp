@@ -439,7 +439,8 @@ TEST(DaemonApi, TheListingNamesNoConversationItsKeyOrItsHandle) {
       EXPECT_EQ(listed.body.find(secret), std::string::npos)
           << "the listing names '" << secret << "': " << listed.body;
     }
-    for (const auto& entry : listed.json()["sandboxes"]) {
+    const json::Json listing = listed.json();  // held: the loop below walks into it
+    for (const auto& entry : listing["sandboxes"]) {
       EXPECT_FALSE(entry.contains("key"));
       EXPECT_FALSE(entry.contains("spec"));
       EXPECT_FALSE(entry.contains("sandbox"));
