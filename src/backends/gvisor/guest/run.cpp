@@ -2,15 +2,22 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -96,6 +103,55 @@ long kill_tree(pid_t leader) {
   return -1;
 }
 
+// gVisor 20240729 creates a character or block device for a caller without CAP_MKNOD (upstream
+// added the check in 2026), so every command carries a filter that refuses it: mknod and
+// mknodat of S_IFCHR or S_IFBLK fail with EPERM, as they would without the capability on
+// Linux. FIFOs, sockets and regular files stay allowed. The filter is inherited by everything
+// the command starts and cannot be removed. Any other architecture's or ABI's system call
+// (i386, x32) is refused outright: no command needs one.
+bool refuse_device_nodes() {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+#if defined(__x86_64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
+#else
+#error "the guest helper's device filter knows x86_64 and aarch64"
+#endif
+  constexpr std::uint32_t kRefuse = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  constexpr std::uint32_t kNr = offsetof(seccomp_data, nr);
+  constexpr std::uint32_t kArchField = offsetof(seccomp_data, arch);
+  // The low 32 bits of argument `n` (mode_t is 32 bits; x86_64 and aarch64 are little-endian).
+  auto argument = [](int n) {
+    return static_cast<std::uint32_t>(offsetof(seccomp_data, args) + 8 * n);
+  };
+  std::vector<sock_filter> program = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArchField),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),
+#if defined(__x86_64__)
+      // x32 system calls carry bit 30 of the number.
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknod, 0, 2),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(1)),
+      BPF_JUMP(BPF_JMP | BPF_JA, 2, 0, 0),
+#endif
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknodat, 0, 6),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(2)),
+      // The mode is loaded: its file type decides.
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, S_IFMT),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFCHR, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFBLK, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog filter{static_cast<unsigned short>(program.size()), program.data()};
+  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) == 0;
+}
+
 }  // namespace
 
 int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
@@ -129,7 +185,10 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
     ::signal(SIGPIPE, SIG_DFL);
     ::setsid();
     int failure[2] = {0, 0};
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+    if (!refuse_device_nodes()) {
+      failure[0] = errno;
+      failure[1] = 3;
+    } else if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
       failure[0] = errno;
       failure[1] = 1;
     } else {
@@ -153,7 +212,9 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
   if (got == static_cast<ssize_t>(sizeof failure)) {
     ::waitpid(child, nullptr, 0);
     write_line(kStatusFd, "error " + std::to_string(failure[0]) +
-                              (failure[1] == 1 ? " chdir " + cwd : " exec " + argv[0]));
+                              (failure[1] == 1   ? " chdir " + cwd
+                               : failure[1] == 3 ? std::string(" seccomp")
+                                                 : " exec " + argv[0]));
     return 127;
   }
 
