@@ -152,6 +152,26 @@ bool refuse_device_nodes() {
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) == 0;
 }
 
+// chdir, except that a missing directory is waited for (up to 3 s) while the keeper has not yet
+// said it made the work dir: the first exec of a fresh sandbox may start before PID 1 ran.
+bool enter_directory(const std::string& directory) {
+  for (int round = 0; round < 300; ++round) {
+    if (::chdir(directory.c_str()) == 0) return true;
+    if (errno != ENOENT) return false;
+    char name[32] = {};
+    const int fd = ::open("/proc/1/comm", O_RDONLY | O_CLOEXEC);
+    const ssize_t got = fd >= 0 ? ::read(fd, name, sizeof name - 1) : -1;
+    if (fd >= 0) ::close(fd);
+    if (got > 0 && std::strncmp(name, kKeeperReadyName, std::strlen(kKeeperReadyName)) == 0) {
+      errno = ENOENT;
+      return false;
+    }
+    sleep_ms(10);
+  }
+  errno = ENOENT;
+  return false;
+}
+
 }  // namespace
 
 int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
@@ -188,7 +208,7 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
     if (!refuse_device_nodes()) {
       failure[0] = errno;
       failure[1] = 3;
-    } else if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+    } else if (!cwd.empty() && !enter_directory(cwd)) {
       failure[0] = errno;
       failure[1] = 1;
     } else {
