@@ -1,6 +1,6 @@
 // Durable state of the gvisor backend, found by any process — never this process's memory alone.
 //
-//   <state_dir>/gvisor/                 0700
+//   <state_dir>/gvisor/                 0711
 //     runsc/                            runsc's own state root (--root), private to us
 //     helpers/<digest>/                 the guest helper, copied once, bound read-only at /.airlock
 //     locks/<id>.lock                   flock: get-or-create and dispose of one identity, across
@@ -54,6 +54,7 @@ class StateStore {
   }
   std::filesystem::path egress_dir(const std::string& id) const { return base_ / "egress" / id; }
 
+  // Creates (or checks) every directory above, never through a link.
   void ensure_layout() const;
   UniqueFd lock(const std::string& id) const;
 
