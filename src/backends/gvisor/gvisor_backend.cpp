@@ -108,6 +108,8 @@ void require_traversable(const std::filesystem::path& target, const char* what) 
   }
 }
 
+constexpr std::uint64_t kMinimumStorageBytes = std::uint64_t{1} << 20;
+
 bool labels_match(const Record& record, const std::map<std::string, std::string>& wanted) {
   for (const auto& [label, value] : wanted) {
     const auto found = record.labels.find(label);
@@ -131,7 +133,7 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
   require_traversable(resolved_image_store(*config_) / "content", "image_store");
   const auto binary = locate_runsc(config_->runsc_path);
   helper_source_ = locate_guest_helper(config_->guest_helper_path);
-  store_.ensure_layout();
+  store_.ensure_layout(config_->uid_base);
   runsc_ = std::make_shared<const Runsc>(binary, store_.runsc_root(), config_->runsc_timeout);
   helper_directory_ = install_helper();
   state_tag_ = sha256_hex(std::filesystem::absolute(store_.base()).string()).substr(0, 8);
@@ -208,12 +210,7 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
         "closed, or allowlisted through the host's egress proxy",
         "egress");
   }
-  if (spec.resources().disk_bytes) {
-    throw InvalidArgument("resources.disk_bytes: the gvisor backend does not bound what a guest "
-                          "writes (its overlay grows with the host's memory or disk); leave it "
-                          "unset, or use the linux backend",
-                          "resources.disk_bytes");
-  }
+  storage_bytes(spec);  // refused before anything is made
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
   const auto held = identity(id);
   std::lock_guard in_process(held->mutex);
@@ -241,6 +238,21 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   std::lock_guard lock(registry_mutex_);
   live_[id] = created;
   return created;
+}
+
+std::uint64_t GvisorBackend::storage_bytes(const SandboxSpec& spec) const {
+  const auto disk = spec.resources().disk_bytes ? spec.resources().disk_bytes
+                                                : config_->default_resources.disk_bytes;
+  if (!disk) {
+    throw InvalidArgument("resources.disk_bytes: the gvisor backend keeps everything a guest "
+                          "writes in a bounded store, so it needs a size (the config's "
+                          "disk_bytes is unset and the spec names none)",
+                          "resources.disk_bytes");
+  }
+  if (*disk < kMinimumStorageBytes) {
+    throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
+  }
+  return *disk;
 }
 
 std::shared_ptr<GvisorSandbox> GvisorBackend::adopt(const Record& record, const SandboxKey& key) {
@@ -274,6 +286,7 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     BundlePlan plan;
     plan.rootfs = pin.image().rootfs;
     plan.helper_directory = helper_directory_;
+    plan.empty_directory = store_.empty_dir();
     plan.cgroups_path = std::string("/") + kCgroupParent + "/" + id;
     plan.work_dir = record.work_dir;
     plan.uid_base = config_->uid_base;
@@ -301,13 +314,15 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     }
     write_bundle(bundle, plan);
 
-    std::error_code ignored;
-    std::filesystem::create_directories(directory / "overlay", ignored);
-    const std::string overlay = config_->overlay_medium == "memory"
-                                    ? "root:memory"
-                                    : "root:dir=" + (directory / "overlay").string();
+    // Everything the guest writes — the root and the binds of /tmp and /dev/shm, all overlaid —
+    // goes to runsc's file stores in `storage`, a tmpfs of disk_bytes that the shepherd mounts
+    // in a mount namespace of its own (the host's mount table never holds it).
+    const auto storage = store_.storage_dir(id);
+    if (::mkdir(storage.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw SystemError("could not prepare the sandbox's storage", errno, storage.string());
+    }
     std::vector<std::string> flags = {"--platform=" + std::string(to_string(platform_)),
-                                      "--network=none", "--overlay2=" + overlay};
+                                      "--network=none", "--overlay2=all:dir=" + storage.string()};
     // Lets the guest connect to host unix sockets bound into it; the only one is the proxy's.
     if (plan.egress_directory) flags.emplace_back("--host-uds=open");
     for (const auto& word :
@@ -315,8 +330,10 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
       flags.push_back(word);
     }
     std::vector<std::string> argv = runsc_->command(flags);
-    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd", "--status-fd", "3",
-                                         "--"};
+    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd",
+                                         "--status-fd",           "3",
+                                         "--storage",             storage.string(),
+                                         std::to_string(storage_bytes(spec)), "--"};
     shepherd.insert(shepherd.end(), argv.begin(), argv.end());
 
     const auto log_path = directory / "runsc.log";

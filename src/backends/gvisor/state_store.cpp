@@ -68,7 +68,7 @@ void make_own_directory(const std::filesystem::path& path, mode_t mode, uid_t ui
 
 }  // namespace
 
-void StateStore::ensure_layout() const {
+void StateStore::ensure_layout(std::uint32_t uid_base) const {
   // Checked before anything is made in it (no link, nobody else's, not writable by others).
   prepare_state_directory(base_.parent_path());
   // runsc's Gofer runs as the sandbox's host uid (uid_base), not as host root: it must be able
@@ -80,6 +80,12 @@ void StateStore::ensure_layout() const {
   }
   make_own_directory(base_ / "helpers", 0711, 0, 0);
   make_own_directory(base_ / "egress", 0711, 0, 0);
+  // The Gofer (uid and gid uid_base) passes through shared/, no other host user does: nobody
+  // can plant a file or a socket in the empty lower layer every sandbox's /tmp and /dev/shm
+  // are overlays of. empty/ is the guest root's (so /tmp is root's 1777 inside) and stays empty:
+  // runsc serves it read-only under the overlay.
+  make_own_directory(shared_dir(), 0710, 0, uid_base);
+  make_own_directory(empty_dir(), 01777, uid_base, uid_base);
 }
 
 UniqueFd StateStore::lock(const std::string& id) const {

@@ -1,9 +1,16 @@
-// The gvisor backend's state directory, attacked: links planted where it keeps state.
+// Where a gvisor guest can write, and what of the host it can reach through the filesystem,
+// attacked: the storage bound (resources.disk_bytes) shared by the root, the work dir, /tmp and
+// /dev/shm; the host directories bound into the guest; and links planted in the state
+// directory.
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
-#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "airlock/errors.hpp"
+#include "airlock/json.hpp"
 #include "gvisor/fixture.hpp"
 
 namespace airlock::gvisor_backend::testing {
@@ -11,11 +18,115 @@ namespace {
 
 using Storage = GvisorBackendTest;
 
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+
+std::uint64_t free_bytes(const std::filesystem::path& path) {
+  struct statvfs info {};
+  if (::statvfs(path.c_str(), &info) != 0) return 0;
+  return static_cast<std::uint64_t>(info.f_bavail) * info.f_frsize;
+}
+
+std::string host_mount_table() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_F(Storage, EverythingAGuestWritesSharesOneBoundedStore) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec("storage", [](SandboxSpec::Fields& fields) {
+    fields.resources.disk_bytes = 48 * kMiB;
+  }));
+  const std::vector<std::filesystem::path> watched = {"/", "/tmp", "/dev/shm", state_->path()};
+  std::vector<std::uint64_t> before;
+  for (const auto& path : watched) before.push_back(free_bytes(path));
+
+  // 32 MiB into the image's own root, then 32 MiB more into each other writable place: the
+  // store holds 48 MiB in all, so the later writes are cut short with ENOSPC.
+  const ExecResult filled = sh(*sandbox,
+                               "for f in /root/a " + std::string(kWork) +
+                                   "/b /tmp/c /dev/shm/d; do "
+                                   "dd if=/dev/zero of=$f bs=1M count=32 2>&1 | grep -i 'no space'; "
+                                   "done; du -k -c /root/a " +
+                                   kWork + "/b /tmp/c /dev/shm/d | tail -1 | cut -f1",
+                               std::chrono::seconds(120));
+  ASSERT_EQ(filled.exit_code, 0) << filled.stderr_bytes;
+  EXPECT_NE(filled.stdout_bytes.find("No space left"), std::string::npos)
+      << "nothing refused the guest: " << filled.stdout_bytes;
+  const auto last_line = filled.stdout_bytes.rfind('\n', filled.stdout_bytes.size() - 2);
+  const std::uint64_t stored_kib =
+      std::stoull(filled.stdout_bytes.substr(last_line == std::string::npos ? 0 : last_line + 1));
+  EXPECT_LE(stored_kib, 49 * 1024) << "the guest stored more than its 48 MiB";
+  EXPECT_GE(stored_kib, 44 * 1024) << "the store did not hold what it promised";
+
+  // The host lost nothing of it: no filesystem under its state shrank, and its mount table
+  // never held the store (it lives in the shepherd's mount namespace).
+  for (std::size_t i = 0; i < watched.size(); ++i) {
+    const std::uint64_t after = free_bytes(watched[i]);
+    EXPECT_LT(before[i] > after ? before[i] - after : 0, 16 * kMiB)
+        << watched[i] << " lost what the guest wrote";
+  }
+  EXPECT_EQ(host_mount_table().find("airlock-storage"), std::string::npos);
+
+  // Freed space is the guest's again.
+  EXPECT_EQ(sh(*sandbox, "rm /root/a /tmp/c && dd if=/dev/zero of=/tmp/e bs=1M count=24 "
+                         "2>/dev/null && echo stored")
+                .stdout_bytes,
+            "stored\n");
+}
+
+TEST_F(Storage, ProgramsWrittenIntoTheStoreRun) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  // Copied by the guest into the root, /tmp and the work dir, and one the host writes.
+  const ExecResult copied =
+      sh(*sandbox, "for d in /root /tmp .; do cp /bin/busybox $d/ && $d/busybox echo ran-$d; done");
+  EXPECT_EQ(copied.stdout_bytes, "ran-/root\nran-/tmp\nran-.\n") << copied.stderr_bytes;
+  sandbox->write_file("script.sh", "#!/bin/sh\necho script-ran\n", kWork);
+  EXPECT_EQ(sh(*sandbox, "chmod 755 script.sh && ./script.sh").stdout_bytes, "script-ran\n");
+}
+
+TEST_F(Storage, DiskBytesBelowOneMiBIsRefusedAndTheConfigNamesTheBound) {
+  AIRLOCK_REQUIRE_GVISOR();
+  EXPECT_THROW(acquire(spec("tiny", [](SandboxSpec::Fields& fields) {
+                 fields.resources.disk_bytes = 4096;
+               })),
+               InvalidArgument);
+  const auto parsed = parse_gvisor_backend_config(
+      json::parse_text(R"({"disk_bytes": 67108864})", "test"), "gvisor");
+  EXPECT_EQ(parsed.default_resources.disk_bytes, std::optional<std::uint64_t>(64 * kMiB));
+  EXPECT_EQ(GvisorBackendConfig{}.default_resources.disk_bytes,
+            std::optional<std::uint64_t>(1024 * kMiB));
+  // The old setting that let the guest's writes land on the state directory's disk is gone.
+  try {
+    (void)parse_gvisor_backend_config(json::parse_text(R"({"overlay_medium": "dir"})", "test"),
+                                      "gvisor");
+    ADD_FAILURE() << "overlay_medium was accepted";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("overlay_medium"), std::string::npos);
+  }
+}
+
+TEST_F(Storage, HostDirectoriesBoundIntoTheGuestAreReadOnlyAndNameNoHostPath) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  EXPECT_EQ(sh(*sandbox, "ls -A /.airlock").stdout_bytes, "airlock-gvisor-guest\n");
+  EXPECT_NE(sh(*sandbox, "touch /.airlock/planted").exit_code, 0);
+  EXPECT_NE(sh(*sandbox, "rm /.airlock/airlock-gvisor-guest").exit_code, 0);
+  const std::string mounts = sh(*sandbox, "cat /proc/self/mountinfo").stdout_bytes;
+  ASSERT_NE(mounts.find(" /tmp "), std::string::npos) << mounts;
+  for (const auto& host : {state_->path().string(), shared_image_store().string(),
+                           std::string("/tmp/airlock-gvisor")}) {
+    EXPECT_EQ(mounts.find(host), std::string::npos) << "the guest's mount table names " << host;
+  }
+}
+
 // root never follows a link it did not make where it keeps state: a link in place of the
 // backend's own directory, or of one beneath it, is refused before anything is made through it.
 TEST_F(Storage, LinksPlantedInTheStateDirectoryAreRefused) {
   AIRLOCK_REQUIRE_GVISOR();
-  for (const char* planted : {"gvisor", "gvisor/sandboxes", "gvisor/egress"}) {
+  for (const char* planted : {"gvisor", "gvisor/sandboxes", "gvisor/shared", "gvisor/egress"}) {
     TemporaryDirectory state("airlock-gvisor-links");
     TemporaryDirectory elsewhere("airlock-gvisor-target");
     const auto link = state.path() / planted;

@@ -8,6 +8,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -18,6 +20,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -275,7 +278,39 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
 
 int keep(const std::string& workdir, const std::string& bridge_socket, int bridge_port);
 
-int shepherd(int status_fd, const std::vector<std::string>& argv) {
+namespace {
+
+// The sandbox's storage: a tmpfs of `bytes` at `directory`, in a mount namespace of the
+// shepherd's own (private propagation), so runsc — started from here — makes the overlay's file
+// store in it, and the host's mount table never holds it. The file store is unlinked as soon as
+// runsc made it and lives while the sandbox holds it: the tmpfs, and the memory its pages hold,
+// go with the sandbox however it ends. Few inodes: runsc makes one file per overlaid mount.
+bool mount_storage(const std::string& directory, std::uint64_t bytes) {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: unshare(CLONE_NEWNS): %s\n", std::strerror(errno));
+    return false;
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: making mounts private: %s\n",
+                 std::strerror(errno));
+    return false;
+  }
+  const std::string options = "size=" + std::to_string(bytes) + ",nr_inodes=64,mode=0700";
+  // Not noexec: the Sentry maps the guest's programs from these files with PROT_EXEC (a noexec
+  // store makes every binary written by the guest die with SIGSEGV when run).
+  if (::mount("airlock-storage", directory.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              options.c_str()) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: mounting the storage tmpfs on %s: %s\n",
+                 directory.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t storage_bytes,
+             const std::vector<std::string>& argv) {
   // The caller waits for this first process; the shepherd proper is its child, so it is never a
   // zombie of a host process that did not expect one.
   const pid_t detached = ::fork();
@@ -283,6 +318,10 @@ int shepherd(int status_fd, const std::vector<std::string>& argv) {
   if (detached > 0) return 0;
   ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  if (!storage_directory.empty() && !mount_storage(storage_directory, storage_bytes)) {
+    write_line(status_fd, "create 125");
+    return 1;
+  }
   const pid_t runsc = ::fork();
   if (runsc < 0) {
     write_line(status_fd, "create 125");
