@@ -88,15 +88,21 @@ std::optional<int> await_create(int status_fd, std::chrono::milliseconds timeout
   return std::atoi(text.c_str() + 7);
 }
 
-// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid, so every
-// directory above them must let others pass. Refuse up front, naming the directory, rather
-// than let every create fail with runsc's "permission denied".
-void require_traversable(const std::filesystem::path& target, const char* what) {
+// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid and gid
+// (uid_base), so `directory` and every directory above it must let it pass: others may (o+x),
+// or its group may (g+x, group uid_base — the image store's content/ is so). Refuse up front,
+// naming the directory, rather than let every create fail with runsc's "permission denied".
+void require_traversable(const std::filesystem::path& target, const char* what,
+                         std::uint32_t uid_base) {
   std::error_code error;
-  auto directory = std::filesystem::absolute(target, error).parent_path();
+  auto directory = std::filesystem::absolute(target, error);
   for (; !directory.empty(); directory = directory.parent_path()) {
     struct stat info {};
-    if (::stat(directory.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0) {
+    const auto passes = [&info, uid_base] {
+      return (info.st_mode & S_IXOTH) != 0 ||
+             ((info.st_mode & S_IXGRP) != 0 && info.st_gid == uid_base);
+    };
+    if (::stat(directory.c_str(), &info) == 0 && !passes()) {
       throw InvalidArgument(std::string("the gvisor backend's ") + what + " is under " +
                                 directory.string() +
                                 ", which other users cannot pass through; runsc's file proxy "
@@ -129,8 +135,9 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
         "the gvisor backend needs root: runsc creates namespaces and cgroups "
         "(run as root, or use another backend)");
   }
-  require_traversable(store_.base(), "state_dir");
-  require_traversable(resolved_image_store(*config_) / "content", "image_store");
+  require_traversable(store_.base(), "state_dir", config_->uid_base);
+  require_traversable(resolved_image_store(*config_) / "content", "image_store",
+                      config_->uid_base);
   const auto binary = locate_runsc(config_->runsc_path);
   helper_source_ = locate_guest_helper(config_->guest_helper_path);
   store_.ensure_layout(config_->uid_base);

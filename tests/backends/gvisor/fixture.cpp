@@ -1,5 +1,6 @@
 #include "gvisor/fixture.hpp"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +138,20 @@ SharedStore& shared() {
 }
 
 }  // namespace
+
+int as_unprivileged_user(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(255);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
 
 std::optional<std::string> gvisor_unavailable() {
   if (::geteuid() != 0) {

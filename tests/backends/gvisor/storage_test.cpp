@@ -1,15 +1,21 @@
 // Where a gvisor guest can write, and what of the host it can reach through the filesystem,
 // attacked: the storage bound (resources.disk_bytes) shared by the root, the work dir, /tmp and
-// /dev/shm; the host directories bound into the guest; and links planted in the state
-// directory.
+// /dev/shm; the host directories bound into the guest; the places an unprivileged host user
+// could plant something a guest would see; and links planted in the state directory.
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "airlock/errors.hpp"
+#include "airlock/images.hpp"
 #include "airlock/json.hpp"
 #include "gvisor/fixture.hpp"
 
@@ -31,6 +37,12 @@ std::string host_mount_table() {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+std::filesystem::path busybox_rootfs() {
+  images::ImageStore store(shared_image_store(),
+                           images::OwnershipMap::shifted(GvisorBackendConfig{}.uid_base));
+  return store.find("busybox")->rootfs;
 }
 
 TEST_F(Storage, EverythingAGuestWritesSharesOneBoundedStore) {
@@ -120,6 +132,45 @@ TEST_F(Storage, HostDirectoriesBoundIntoTheGuestAreReadOnlyAndNameNoHostPath) {
                            std::string("/tmp/airlock-gvisor")}) {
     EXPECT_EQ(mounts.find(host), std::string::npos) << "the guest's mount table names " << host;
   }
+}
+
+// The image store keeps the images' own modes: a 1777 /tmp in the rootfs is world-writable on
+// the host. Were its content reachable, any local user could plant a file — or a listening
+// socket an allowlisted guest (runsc --host-uds=open) could connect to — in every sandbox of
+// that image. The same for the empty lower layer of every sandbox's /tmp and /dev/shm.
+TEST_F(Storage, NoHostUserCanPlantAnythingAGuestWouldSee) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  const auto image_tmp = busybox_rootfs() / "tmp";
+  struct stat premise {};
+  ASSERT_EQ(::stat(image_tmp.c_str(), &premise), 0);
+  ASSERT_EQ(premise.st_mode & 07777, 01777u) << "the premise: the image's /tmp is world-writable";
+  const auto empty = state_->path() / "gvisor" / "shared" / "empty";
+  for (const auto& target : {image_tmp, empty}) {
+    const int code = as_unprivileged_user([&target] {
+      const std::string file = (target / "planted").string();
+      const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd >= 0) return 1;
+      const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      const int dir = ::open(target.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dir >= 0) {
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::snprintf(address.sun_path, sizeof address.sun_path, "/proc/self/fd/%d/planted.sock",
+                      dir);
+        if (::bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) return 2;
+        return 3;
+      }
+      return errno == EACCES ? 0 : 4;
+    });
+    EXPECT_EQ(code, 0) << "an unprivileged host user reached " << target << " (1: made a file, "
+                       << "2: bound a socket, 3: opened it, 4: unexpected error)";
+  }
+  // The guest's writes into /tmp and /dev/shm never land in the shared lower layer either.
+  ASSERT_EQ(sh(*sandbox, "echo a > /tmp/a && echo b > /dev/shm/b && ls -A /tmp /dev/shm").exit_code,
+            0);
+  EXPECT_TRUE(std::filesystem::is_empty(empty)) << "a guest's write reached the host directory";
+  EXPECT_TRUE(std::filesystem::is_empty(image_tmp));
 }
 
 // root never follows a link it did not make where it keeps state: a link in place of the
