@@ -1,7 +1,8 @@
 // Where a gvisor guest can write, and what of the host it can reach through the filesystem,
 // attacked: the storage bound (resources.disk_bytes) shared by the root, the work dir, /tmp and
 // /dev/shm; the host directories bound into the guest; the places an unprivileged host user
-// could plant something a guest would see; and links planted in the state directory.
+// could plant something a guest would see; links planted in the state directory; and a state
+// directory and image store deep enough that no socket path beneath them fits in sun_path.
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -193,6 +194,44 @@ TEST_F(Storage, LinksPlantedInTheStateDirectoryAreRefused) {
     EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()))
         << "something was made through the link at " << planted;
   }
+}
+
+// sun_path holds 108 bytes: runsc's control socket, the egress socket and the image store's
+// paths all lie beneath directories far longer than that here.
+TEST_F(Storage, ADeepStateDirectoryAndImageStoreWork) {
+  AIRLOCK_REQUIRE_GVISOR();
+  TemporaryDirectory top("airlock-gvisor-deep");
+  std::filesystem::path deep = top.path();
+  for (int level = 0; level < 3; ++level) {
+    deep /= std::string(60, static_cast<char>('a' + level));
+    std::filesystem::create_directory(deep);
+    ::chmod(deep.c_str(), 0711);
+  }
+  {
+    images::ImageStore store(deep / "images",
+                             images::OwnershipMap::shifted(GvisorBackendConfig{}.uid_base));
+    const auto source = top.path() / "busybox-source";
+    make_busybox_rootfs(source);
+    store.import_directory(source, "busybox");
+    std::filesystem::remove_all(source);
+  }
+  backend_->purge_all();
+  backend_ = make_backend([&deep](GvisorBackendConfig& config) {
+    config.state_dir = deep / "state";
+    config.image_store = deep / "images";
+  });
+  auto sandbox = acquire(spec());
+  EXPECT_EQ(sh(*sandbox, "echo deep").stdout_bytes, "deep\n");
+  sandbox->write_file("note", "kept", kWork);
+  EXPECT_EQ(sandbox->read_file("note", kWork, 1024), "kept");
+  // Another backend object (another process) adopts it through runsc's control socket.
+  auto other = make_backend([&deep](GvisorBackendConfig& config) {
+    config.state_dir = deep / "state";
+    config.image_store = deep / "images";
+  });
+  EXPECT_EQ(other->acquire(key_, spec())->instance_id(), sandbox->instance_id());
+  EXPECT_EQ(other->purge_all(), 1);
+  EXPECT_TRUE(processes_mentioning((deep / "state").string()).empty());
 }
 
 }  // namespace
