@@ -179,6 +179,23 @@ void ImagePin::release() noexcept {
 
 namespace {
 
+// A shifted store's trees are owned by guest ids and keep the images' own modes — world-writable
+// directories such as /tmp and /var/tmp included. Were content/ open to every host user (0711),
+// any of them could plant files or listening sockets inside an image that every sandbox of it
+// then sees. So, as root, content/ is root's with the map's base as its group, mode 0710: root
+// and processes running as the base (runsc's file proxy does) pass through, no one else does.
+// A store made before this is put right the next time root opens it.
+void restrict_content(int content_fd, const OwnershipMap& ownership,
+                      const std::filesystem::path& root) {
+  if (!ownership.is_shifted() || ::geteuid() != 0) return;
+  struct stat st {};
+  if (::fstat(content_fd, &st) != 0) throw_errno("cannot inspect", shown(root, "content"));
+  if (st.st_uid == 0 && st.st_gid == ownership.base() && (st.st_mode & 07777) == 0710) return;
+  if (::fchown(content_fd, 0, ownership.base()) != 0 || ::fchmod(content_fd, 0710) != 0) {
+    throw_errno("cannot restrict", shown(root, "content"));
+  }
+}
+
 std::optional<Handles> open_store(const std::filesystem::path& root, const OwnershipMap& ownership,
                                   bool create) {
   Handles handles;
@@ -219,6 +236,7 @@ std::optional<Handles> open_store(const std::filesystem::path& root, const Owner
   handles.refs = open_directory(handles.root.get(), "refs", root);
   handles.content = open_directory(handles.root.get(), "content", root);
   handles.incoming = open_directory(handles.root.get(), "incoming", root);
+  restrict_content(handles.content.get(), ownership, root);
   return handles;
 }
 

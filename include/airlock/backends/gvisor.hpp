@@ -14,12 +14,20 @@
 //                state root (<state_dir>/gvisor/runsc). Its PID 1 is our keeper, which reaps
 //                orphans and creates the spec's work dir.
 //   root         the image's extracted rootfs from the image store (`images.hpp`), read-only on
-//                the host, under runsc's own overlay (--overlay2=root:dir=<sandbox dir>): the
-//                guest may write anywhere its permissions allow, its writes land in a file store
-//                in the sandbox's state directory, and the image is never modified.
+//                the host, under runsc's own overlay (--overlay2=all:dir=<storage>): the guest
+//                may write anywhere its permissions allow and the image is never modified.
+//   storage      everything the guest writes — the root's overlay, /tmp and /dev/shm (binds of
+//                an empty directory, overlaid too) — lands in runsc's file stores on ONE tmpfs
+//                of resources.disk_bytes (default 1 GiB), mounted by the sandbox's shepherd in a
+//                mount namespace of its own: a full store is ENOSPC in the guest, the host's
+//                disk is never written, its pages are charged to the sandbox's memory cgroup
+//                (disk_bytes and memory_bytes share one budget), and it goes with the sandbox.
+//                /dev is runsc's own and cannot be sized: bounded by the memory limit only.
 //   identity     a user namespace maps guest ids 0..65535 onto host uid_base..uid_base+65535,
 //                the same map the image store owns the files with; the Sentry and Gofer run as
-//                host uid_base, never as host root. No capabilities, no_new_privs.
+//                host uid_base, never as host root. No capabilities, no_new_privs, and every
+//                command under a filter refusing mknod of devices (gVisor 20240729 does not
+//                check CAP_MKNOD itself).
 //   limits       cgroups (an absolute path under /airlock-gvisor/) for memory, pids and CPU.
 //                The guest's process allowance is enforced inside gVisor (RLIMIT_NPROC: a
 //                fork past it fails with EAGAIN and the sandbox serves on). The host pids
@@ -55,8 +63,8 @@
 // ---- Hazards a host should know ----
 //   - Needs root (runsc creates namespaces and cgroups) and an image store owned with a shifted
 //     map whose base is `uid_base` (the default when the store is made as root).
-//   - The overlay's file store has no quota: a guest can fill the disk the state directory is on
-//     (up to the memory limit when `overlay_medium` is "memory").
+//   - What a guest stores is memory (its storage tmpfs, charged to its memory cgroup): a guest
+//     that fills disk_bytes has that much less for its processes.
 //   - Every exec and file operation costs one `runsc exec` (tens of milliseconds); a cold
 //     acquire costs a container start (hundreds of milliseconds).
 //   - One helper process per sandbox stays on the host (the shepherd: it reaps the runsc
@@ -97,13 +105,12 @@ struct GvisorBackendConfig {
   std::string default_image = "busybox";
   // Guest ids 0..65535 are host uid_base..uid_base+65535; must equal the store's ownership base.
   std::uint32_t uid_base = 1'000'000'000;
-  // Limits for a spec whose `resources` leave a leg unset; nullopt = no limit on that leg.
-  ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt};
+  // Limits for a spec whose `resources` leave a leg unset; nullopt = no limit on that leg
+  // (disk_bytes cannot be unlimited: everything a guest writes lives in one bounded store).
+  ResourceLimits default_resources{std::uint64_t{2} << 30, 512, std::nullopt,
+                                   std::uint64_t{1} << 30};
   // Added to the host pids backstop: the Sentry's and Gofer's own threads count there.
   std::uint64_t pids_overhead = 256;
-  // Where the overlay keeps the guest's writes: "dir" (a file store in the sandbox's state
-  // directory, on disk) or "memory" (the sandbox's memory, counted against its limit).
-  std::string overlay_medium = "dir";
   // Ceiling on one exec's combined output when the caller sets none: past it the command's tree
   // is killed and ExecOutputLimitExceeded raised, so no guest can exhaust host memory.
   std::uint64_t output_ceiling_bytes = std::uint64_t{256} << 20;
@@ -128,7 +135,7 @@ struct GvisorBackendConfig {
 
 // Config keys (JSON, as given to make_backend("gvisor", …)): state_dir, runsc_path, platform
 // ("auto", "systrap", "ptrace"), image_store, default_image, uid_base, memory_bytes, pids,
-// cpu_millis (each a number, or null for no limit), pids_overhead, overlay_medium,
+// cpu_millis (each a number, or null for no limit), disk_bytes (a number), pids_overhead,
 // output_ceiling_bytes, max_concurrent_commands, limits ({files_in, files_out}),
 // runsc_timeout_ms, guest_helper_path, egress_ports (default [443]),
 // egress_allow_nonglobal_for_tests (CIDR ranges; WEAKENS the boundary, see egress.hpp). Unknown

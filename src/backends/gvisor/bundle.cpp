@@ -42,18 +42,28 @@ json::Json bundle_config(const BundlePlan& plan) {
 
   Json mounts = Json::array({
       {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      // runsc makes /dev a filesystem of its own (type "dev", a tmpfs it fills with its
+      // devices) whatever the bundle says, and honours no size for it: what a guest stores
+      // there is bounded by the sandbox's memory limit only (docs/backends/gvisor.md).
       {{"destination", "/dev"},
        {"type", "tmpfs"},
        {"source", "tmpfs"},
-       {"options", {"nosuid", "strictatime", "mode=755", "size=65536k"}}},
+       {"options", {"nosuid", "strictatime", "mode=755"}}},
       {{"destination", "/dev/pts"},
        {"type", "devpts"},
        {"source", "devpts"},
        {"options", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}}},
+      // Writable, and overlaid by runsc into the sandbox's storage (one bound for everything the
+      // guest writes but /dev itself, which runsc makes its own: see docs/backends/gvisor.md).
+      // An explicit /tmp also keeps runsc from mounting its unbounded tmpfs there.
+      {{"destination", "/tmp"},
+       {"type", "bind"},
+       {"source", plan.empty_directory.string()},
+       {"options", {"rbind", "nosuid", "nodev"}}},
       {{"destination", "/dev/shm"},
-       {"type", "tmpfs"},
-       {"source", "shm"},
-       {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}}},
+       {"type", "bind"},
+       {"source", plan.empty_directory.string()},
+       {"options", {"rbind", "nosuid", "nodev", "noexec"}}},
       {{"destination", "/sys"},
        {"type", "sysfs"},
        {"source", "sysfs"},
@@ -95,7 +105,8 @@ json::Json bundle_config(const BundlePlan& plan) {
 
   return {{"ociVersion", "1.0.2"},
           {"process", process},
-          // Writable: runsc's overlay takes the writes; the image's rootfs is never modified.
+          // Writable: runsc's overlay takes the writes (into the sandbox's storage); the image's
+          // rootfs is never modified.
           {"root", {{"path", plan.rootfs.string()}, {"readonly", false}}},
           {"hostname", "airlock"},
           {"mounts", mounts},

@@ -14,6 +14,10 @@ namespace airlock::gvisor_backend {
 struct BundlePlan {
   std::filesystem::path rootfs;            // the image's extracted rootfs (absolute, not a link)
   std::filesystem::path helper_directory;  // host directory bound read-only at /.airlock
+  // An empty host directory, the lower layer of /tmp and /dev/shm: both are binds of it that
+  // runsc overlays (--overlay2=all:…), so what the guest writes there lands in the sandbox's
+  // bounded storage with the root's writes, never in this directory.
+  std::filesystem::path empty_directory;
   std::string cgroups_path;                // absolute: "/airlock-gvisor/<container id>"
   std::string work_dir;                    // created by the keeper
   std::uint32_t uid_base = 0;

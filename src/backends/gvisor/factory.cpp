@@ -50,11 +50,13 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
       parsed.default_resources.cpu_millis = config_fields::optional_count(value, path);
     } else if (field == "pids_overhead") {
       parsed.pids_overhead = config_fields::count(value, path);
+    } else if (field == "disk_bytes") {
+      parsed.default_resources.disk_bytes = config_fields::count(value, path);
     } else if (field == "overlay_medium") {
-      parsed.overlay_medium = config_fields::text(value, path);
-      if (parsed.overlay_medium != "dir" && parsed.overlay_medium != "memory") {
-        throw InvalidArgument(path + ": expected \"dir\" or \"memory\"", path);
-      }
+      throw InvalidArgument(path + ": no longer a setting: everything a guest writes now lives in "
+                                   "one store bounded by disk_bytes (neither the state "
+                                   "directory's disk nor unbounded memory)",
+                            path);
     } else if (field == "output_ceiling_bytes") {
       parsed.output_ceiling_bytes = config_fields::count(value, path);
       if (parsed.output_ceiling_bytes == 0)
@@ -88,7 +90,7 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
       throw InvalidArgument(path +
                                 ": unknown field (known: state_dir, runsc_path, platform, "
                                 "image_store, default_image, uid_base, memory_bytes, pids, "
-                                "cpu_millis, pids_overhead, overlay_medium, "
+                                "cpu_millis, disk_bytes, pids_overhead, "
                                 "output_ceiling_bytes, max_concurrent_commands, "
                                 "runsc_timeout_ms, guest_helper_path, limits, egress_ports, "
                                 "egress_allow_nonglobal_for_tests)",

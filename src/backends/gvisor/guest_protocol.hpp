@@ -26,6 +26,10 @@ inline constexpr const char* kGuestHelperDirectory = "/.airlock";
 inline constexpr const char* kGuestHelperName = "airlock-gvisor-guest";
 inline constexpr const char* kGuestHelperPath = "/.airlock/airlock-gvisor-guest";
 
+// The keeper's name (/proc/1/comm) once it has made the work dir: `run` started in the moment
+// between the container's start and that mkdir waits for it rather than fail its chdir.
+inline constexpr const char* kKeeperReadyName = "airlock-ready";
+
 // The descriptors `run` finds (passed with runsc exec --pass-fd).
 inline constexpr int kStatusFd = 3;   // guest → host: one status line
 inline constexpr int kControlFd = 4;  // host → guest: any byte or EOF = kill the command's tree

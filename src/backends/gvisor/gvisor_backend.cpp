@@ -88,15 +88,21 @@ std::optional<int> await_create(int status_fd, std::chrono::milliseconds timeout
   return std::atoi(text.c_str() + 7);
 }
 
-// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid, so every
-// directory above them must let others pass. Refuse up front, naming the directory, rather
-// than let every create fail with runsc's "permission denied".
-void require_traversable(const std::filesystem::path& target, const char* what) {
+// runsc's Gofer opens the rootfs and the helper directory as the sandbox's host uid and gid
+// (uid_base), so `directory` and every directory above it must let it pass: others may (o+x),
+// or its group may (g+x, group uid_base — the image store's content/ is so). Refuse up front,
+// naming the directory, rather than let every create fail with runsc's "permission denied".
+void require_traversable(const std::filesystem::path& target, const char* what,
+                         std::uint32_t uid_base) {
   std::error_code error;
-  auto directory = std::filesystem::absolute(target, error).parent_path();
+  auto directory = std::filesystem::absolute(target, error);
   for (; !directory.empty(); directory = directory.parent_path()) {
     struct stat info {};
-    if (::stat(directory.c_str(), &info) == 0 && (info.st_mode & S_IXOTH) == 0) {
+    const auto passes = [&info, uid_base] {
+      return (info.st_mode & S_IXOTH) != 0 ||
+             ((info.st_mode & S_IXGRP) != 0 && info.st_gid == uid_base);
+    };
+    if (::stat(directory.c_str(), &info) == 0 && !passes()) {
       throw InvalidArgument(std::string("the gvisor backend's ") + what + " is under " +
                                 directory.string() +
                                 ", which other users cannot pass through; runsc's file proxy "
@@ -107,6 +113,8 @@ void require_traversable(const std::filesystem::path& target, const char* what) 
     if (directory == directory.root_path()) break;
   }
 }
+
+constexpr std::uint64_t kMinimumStorageBytes = std::uint64_t{1} << 20;
 
 bool labels_match(const Record& record, const std::map<std::string, std::string>& wanted) {
   for (const auto& [label, value] : wanted) {
@@ -127,11 +135,12 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
         "the gvisor backend needs root: runsc creates namespaces and cgroups "
         "(run as root, or use another backend)");
   }
-  require_traversable(store_.base(), "state_dir");
-  require_traversable(resolved_image_store(*config_) / "content", "image_store");
+  require_traversable(store_.base(), "state_dir", config_->uid_base);
+  require_traversable(resolved_image_store(*config_) / "content", "image_store",
+                      config_->uid_base);
   const auto binary = locate_runsc(config_->runsc_path);
   helper_source_ = locate_guest_helper(config_->guest_helper_path);
-  store_.ensure_layout();
+  store_.ensure_layout(config_->uid_base);
   runsc_ = std::make_shared<const Runsc>(binary, store_.runsc_root(), config_->runsc_timeout);
   helper_directory_ = install_helper();
   state_tag_ = sha256_hex(std::filesystem::absolute(store_.base()).string()).substr(0, 8);
@@ -208,12 +217,7 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
         "closed, or allowlisted through the host's egress proxy",
         "egress");
   }
-  if (spec.resources().disk_bytes) {
-    throw InvalidArgument("resources.disk_bytes: the gvisor backend does not bound what a guest "
-                          "writes (its overlay grows with the host's memory or disk); leave it "
-                          "unset, or use the linux backend",
-                          "resources.disk_bytes");
-  }
+  storage_bytes(spec);  // refused before anything is made
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
   const auto held = identity(id);
   std::lock_guard in_process(held->mutex);
@@ -241,6 +245,21 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   std::lock_guard lock(registry_mutex_);
   live_[id] = created;
   return created;
+}
+
+std::uint64_t GvisorBackend::storage_bytes(const SandboxSpec& spec) const {
+  const auto disk = spec.resources().disk_bytes ? spec.resources().disk_bytes
+                                                : config_->default_resources.disk_bytes;
+  if (!disk) {
+    throw InvalidArgument("resources.disk_bytes: the gvisor backend keeps everything a guest "
+                          "writes in a bounded store, so it needs a size (the config's "
+                          "disk_bytes is unset and the spec names none)",
+                          "resources.disk_bytes");
+  }
+  if (*disk < kMinimumStorageBytes) {
+    throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
+  }
+  return *disk;
 }
 
 std::shared_ptr<GvisorSandbox> GvisorBackend::adopt(const Record& record, const SandboxKey& key) {
@@ -274,6 +293,7 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     BundlePlan plan;
     plan.rootfs = pin.image().rootfs;
     plan.helper_directory = helper_directory_;
+    plan.empty_directory = store_.empty_dir();
     plan.cgroups_path = std::string("/") + kCgroupParent + "/" + id;
     plan.work_dir = record.work_dir;
     plan.uid_base = config_->uid_base;
@@ -301,13 +321,15 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     }
     write_bundle(bundle, plan);
 
-    std::error_code ignored;
-    std::filesystem::create_directories(directory / "overlay", ignored);
-    const std::string overlay = config_->overlay_medium == "memory"
-                                    ? "root:memory"
-                                    : "root:dir=" + (directory / "overlay").string();
+    // Everything the guest writes — the root and the binds of /tmp and /dev/shm, all overlaid —
+    // goes to runsc's file stores in `storage`, a tmpfs of disk_bytes that the shepherd mounts
+    // in a mount namespace of its own (the host's mount table never holds it).
+    const auto storage = store_.storage_dir(id);
+    if (::mkdir(storage.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw SystemError("could not prepare the sandbox's storage", errno, storage.string());
+    }
     std::vector<std::string> flags = {"--platform=" + std::string(to_string(platform_)),
-                                      "--network=none", "--overlay2=" + overlay};
+                                      "--network=none", "--overlay2=all:dir=" + storage.string()};
     // Lets the guest connect to host unix sockets bound into it; the only one is the proxy's.
     if (plan.egress_directory) flags.emplace_back("--host-uds=open");
     for (const auto& word :
@@ -315,8 +337,10 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
       flags.push_back(word);
     }
     std::vector<std::string> argv = runsc_->command(flags);
-    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd", "--status-fd", "3",
-                                         "--"};
+    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd",
+                                         "--status-fd",           "3",
+                                         "--storage",             storage.string(),
+                                         std::to_string(storage_bytes(spec)), "--"};
     shepherd.insert(shepherd.end(), argv.begin(), argv.end());
 
     const auto log_path = directory / "runsc.log";

@@ -48,6 +48,8 @@ class GvisorBackend final : public SandboxBackend {
   std::shared_ptr<GvisorSandbox> create(const std::string& id, const SandboxKey& key,
                                         const SandboxSpec& spec);
   std::shared_ptr<GvisorSandbox> adopt(const Record& record, const SandboxKey& key);
+  // resources.disk_bytes, else the config's: the size of the sandbox's storage tmpfs.
+  std::uint64_t storage_bytes(const SandboxSpec& spec) const;
   // Kills, deletes and reclaims everything of `id`, then drops its state. Takes the locks.
   bool teardown(const std::string& id) noexcept;
   bool teardown_locked(const std::string& id) noexcept;

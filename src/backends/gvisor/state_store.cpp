@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,30 +38,54 @@ std::string random_hex(std::size_t bytes) {
 
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
 
-void StateStore::ensure_layout() const {
+namespace {
+
+// Makes `path` (its parent exists and is ours) a directory of `mode` owned by `uid`:`gid`,
+// never through a link: the directory is created, then opened with O_NOFOLLOW and checked to be
+// a directory of root's (or already of `uid`'s) before its mode and owner are set by descriptor.
+// Something else in its place — a link, a file, someone else's directory — is refused.
+void make_own_directory(const std::filesystem::path& path, mode_t mode, uid_t uid, gid_t gid) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw BackendError("the gvisor backend could not create its state directory",
+                       path.string() + ": " + std::strerror(errno));
+  }
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat info {};
+  if (!fd.valid() || ::fstat(fd.get(), &info) != 0) {
+    throw BackendError("the gvisor backend refuses its state directory",
+                       path.string() + " is not a directory it can open without following a "
+                                       "link: " + std::strerror(errno));
+  }
+  if (info.st_uid != 0 && info.st_uid != uid) {
+    throw BackendError("the gvisor backend refuses its state directory",
+                       path.string() + " belongs to uid " + std::to_string(info.st_uid));
+  }
+  if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), mode) != 0) {
+    throw BackendError("the gvisor backend could not prepare its state directory",
+                       path.string() + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
+void StateStore::ensure_layout(std::uint32_t uid_base) const {
   // Checked before anything is made in it (no link, nobody else's, not writable by others).
   prepare_state_directory(base_.parent_path());
-  for (const auto& directory : {base_, base_ / "runsc", base_ / "locks", base_ / "sandboxes",
-                                base_ / "helpers", base_ / "egress"}) {
-    std::error_code error;
-    std::filesystem::create_directories(directory, error);
-    if (error) {
-      throw BackendError("the gvisor backend could not create its state directory",
-                         directory.string() + ": " + error.message());
-    }
-  }
   // runsc's Gofer runs as the sandbox's host uid (uid_base), not as host root: it must be able
   // to pass through the base to reach the helper directory it binds. Traverse only, no listing;
   // everything private (runsc's root, records, bundles, locks) stays owner-only.
-  using std::filesystem::perms;
-  const perms traverse = perms::owner_all | perms::group_exec | perms::others_exec;
-  std::error_code ignored;
-  std::filesystem::permissions(base_, traverse, ignored);
-  std::filesystem::permissions(base_ / "helpers", traverse, ignored);
-  std::filesystem::permissions(base_ / "egress", traverse, ignored);
-  for (const auto& directory : {base_ / "runsc", base_ / "locks", base_ / "sandboxes"}) {
-    std::filesystem::permissions(directory, perms::owner_all, ignored);
+  make_own_directory(base_, 0711, 0, 0);
+  for (const char* name : {"runsc", "locks", "sandboxes"}) {
+    make_own_directory(base_ / name, 0700, 0, 0);
   }
+  make_own_directory(base_ / "helpers", 0711, 0, 0);
+  make_own_directory(base_ / "egress", 0711, 0, 0);
+  // The Gofer (uid and gid uid_base) passes through shared/, no other host user does: nobody
+  // can plant a file or a socket in the empty lower layer every sandbox's /tmp and /dev/shm
+  // are overlays of. empty/ is the guest root's (so /tmp is root's 1777 inside) and stays empty:
+  // runsc serves it read-only under the overlay.
+  make_own_directory(shared_dir(), 0710, 0, uid_base);
+  make_own_directory(empty_dir(), 01777, uid_base, uid_base);
 }
 
 UniqueFd StateStore::lock(const std::string& id) const {

@@ -1,6 +1,6 @@
 // Durable state of the gvisor backend, found by any process — never this process's memory alone.
 //
-//   <state_dir>/gvisor/                 0700
+//   <state_dir>/gvisor/                 0711
 //     runsc/                            runsc's own state root (--root), private to us
 //     helpers/<digest>/                 the guest helper, copied once, bound read-only at /.airlock
 //     locks/<id>.lock                   flock: get-or-create and dispose of one identity, across
@@ -9,11 +9,16 @@
 //     sandboxes/<id>/record.json        written before the container is created, so a crash at
 //                                       any point leaves a record naming what to reclaim
 //     sandboxes/<id>/bundle/            config.json
-//     sandboxes/<id>/overlay/           runsc's overlay file store (the guest's writes)
+//     sandboxes/<id>/storage/           the mount point of the sandbox's storage tmpfs (in its
+//                                       shepherd's mount namespace only): runsc's overlay file
+//                                       stores, everything the guest writes, bounded by
+//                                       resources.disk_bytes
 //     sandboxes/<id>/runsc.log          what runsc said at create
 //     egress/                           0711: the Gofer (uid_base) passes through, lists nothing
 //     egress/<id>/egress.sock           allowlist: the proxy's socket (dir 0700 and socket 0600,
 //                                       both owned by uid_base), bound at /.airlock-egress
+//     shared/                           0710 root:uid_base: the Gofer passes, no other user
+//     shared/empty/                     01777 uid_base: the empty lower layer of /tmp, /dev/shm
 // <id> is the container id: "airlock-" + 8 hex of the state directory + "-" + sandbox_identity().
 #pragma once
 
@@ -53,8 +58,16 @@ class StateStore {
     return base_ / "sandboxes" / id;
   }
   std::filesystem::path egress_dir(const std::string& id) const { return base_ / "egress" / id; }
+  std::filesystem::path shared_dir() const { return base_ / "shared"; }
+  std::filesystem::path empty_dir() const { return base_ / "shared" / "empty"; }
+  // Where the sandbox's storage tmpfs is mounted, in its shepherd's mount namespace only (on the
+  // host an empty directory): runsc's overlay file stores live there.
+  std::filesystem::path storage_dir(const std::string& id) const {
+    return sandbox_dir(id) / "storage";
+  }
 
-  void ensure_layout() const;
+  // Creates (or checks) every directory above, never through a link; `uid_base` owns empty/.
+  void ensure_layout(std::uint32_t uid_base) const;
   UniqueFd lock(const std::string& id) const;
 
   std::optional<Record> read(const std::string& id) const;

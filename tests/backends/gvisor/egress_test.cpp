@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <string>
@@ -207,6 +208,79 @@ TEST_F(GvisorEgress, AnotherBackendAdoptingTheSandboxServesItsEgress) {
   EXPECT_EQ(curl_status(*adopted, kAllowedHost, server.port()), "200/200");
   EXPECT_EQ(decisions_.last(1).verdict, EgressVerdict::allow) << "the adopter did not serve it";
   EXPECT_EQ(server.accepted(), 2);
+}
+
+// The egress directory bound into a guest is its own sandbox's, read-only, and holds one socket:
+// a guest can neither use another sandbox's listener (and its allowlist) nor plant anything.
+TEST_F(GvisorEgress, EachSandboxReachesOnlyItsOwnProxySocket) {
+  LoopbackServer first_server(LoopbackServer::Mode::http, kAllowedHost);
+  LoopbackServer second_server(LoopbackServer::Mode::http, kDeniedHost);
+  egress_backend({first_server.port(), second_server.port()});
+  auto first = allowlisted({kAllowedHost});
+  auto second = acquire(spec("egress", [](SandboxSpec::Fields& fields) {
+                          fields.image = "curl";
+                          fields.egress = Egress::allowlist;
+                          fields.egress_allow = {kDeniedHost};
+                        }),
+                        SandboxKey{"gvisor-test-peer", key_.thread_id, key_.agent_dir});
+  for (auto* sandbox : {first.get(), second.get()}) {
+    EXPECT_EQ(sh(*sandbox, "ls -A /.airlock-egress").stdout_bytes, "egress.sock\n");
+    EXPECT_NE(sh(*sandbox, "touch /.airlock-egress/planted").exit_code, 0);
+    EXPECT_NE(sh(*sandbox, "rm /.airlock-egress/egress.sock").exit_code, 0);
+    EXPECT_NE(sh(*sandbox, "ln -s / /.airlock-egress/link").exit_code, 0);
+  }
+  // Each guest is judged by its own allowlist: the first may not reach what the second may.
+  EXPECT_NE(curl_status(*first, kDeniedHost, second_server.port()), "200/200");
+  const EgressDecision refused = decisions_.last(1);
+  EXPECT_EQ(refused.sandbox_id, first->instance_id());
+  EXPECT_EQ(refused.reason, EgressReason::host_not_allowed);
+  EXPECT_EQ(second_server.accepted(), 0) << "the first sandbox reached the second's host";
+  EXPECT_EQ(curl_status(*second, kDeniedHost, second_server.port()), "200/200");
+  EXPECT_EQ(decisions_.last(2).sandbox_id, second->instance_id());
+  EXPECT_EQ(curl_status(*first, kAllowedHost, first_server.port()), "200/200");
+}
+
+// runsc --host-uds=open lets an allowlisted guest connect to any host socket its filesystems
+// reach, not only the proxy's. The guest looks for every socket it can see and tries each (curl
+// exits 7 when it cannot connect): the proxy's is the only one that answers.
+TEST_F(GvisorEgress, AnAllowlistedGuestReachesNoHostSocketButItsProxy) {
+  LoopbackServer server(LoopbackServer::Mode::http, kAllowedHost);
+  egress_backend({server.port()});
+  auto sandbox = allowlisted();
+  const ExecResult found = sh(
+      *sandbox, "find / -path /proc -prune -o -path /sys -prune -o -type s -print 2>/dev/null");
+  EXPECT_EQ(found.stdout_bytes, "/.airlock-egress/egress.sock\n");
+  const ExecResult reached = sh(*sandbox,
+                                "for s in $(find / -path /proc -prune -o -path /sys -prune -o "
+                                "-type s -print 2>/dev/null); do "
+                                "curl -s -o /dev/null --max-time 3 --unix-socket $s http://x/; "
+                                "[ $? -ne 7 ] && echo $s; done");
+  EXPECT_EQ(reached.stdout_bytes, "/.airlock-egress/egress.sock\n") << "the control failed, or "
+                                                                        "another socket answered";
+}
+
+// The proxy's socket lies deeper than sun_path can name; the proxy binds it, and runsc's file
+// proxy reaches it, through descriptors.
+TEST_F(GvisorEgress, AllowlistWorksUnderADeepStateDirectory) {
+  LoopbackServer server(LoopbackServer::Mode::http, kAllowedHost);
+  TemporaryDirectory top("airlock-gvisor-deep");
+  std::filesystem::path deep = top.path();
+  for (int level = 0; level < 3; ++level) {
+    deep /= std::string(60, static_cast<char>('a' + level));
+    std::filesystem::create_directory(deep);
+    ::chmod(deep.c_str(), 0711);
+  }
+  backend_->purge_all();
+  backend_ = make_backend([&](GvisorBackendConfig& config) {
+    config.state_dir = deep / "state";
+    config.egress_policy.allowed_ports = {server.port()};
+    config.egress_policy.allow_nonglobal_for_tests = {"127.0.0.0/8"};
+  });
+  auto sandbox = allowlisted();
+  ASSERT_GT((deep / "state" / "gvisor" / "egress").string().size(), 120u);
+  EXPECT_EQ(curl_status(*sandbox, kAllowedHost, server.port()), "200/200");
+  EXPECT_EQ(server.accepted(), 1);
+  EXPECT_EQ(backend_->purge_all(), 1);
 }
 
 TEST_F(GvisorEgress, DisposeAndPurgeCloseTheProxySocket) {

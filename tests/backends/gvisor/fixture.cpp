@@ -1,5 +1,6 @@
 #include "gvisor/fixture.hpp"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,42 +33,6 @@ std::optional<std::filesystem::path> runsc_binary() {
   }
   if (executable("/usr/bin/runsc")) return std::filesystem::path("/usr/bin/runsc");
   return std::nullopt;
-}
-
-// A busybox tree as an image describes it (root-owned), built from the host's busybox-static.
-void make_busybox_rootfs(const std::filesystem::path& root) {
-  for (const char* directory : {"bin", "etc", "proc", "sys", "dev", "tmp", "root", "usr"}) {
-    std::filesystem::create_directories(root / directory);
-  }
-  std::filesystem::copy_file("/bin/busybox", root / "bin" / "busybox");
-  std::filesystem::create_symlink("../bin", root / "usr" / "bin");
-  int output[2];
-  if (::pipe(output) != 0) throw std::runtime_error("pipe");
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::dup2(output[1], 1);
-    ::execl("/bin/busybox", "busybox", "--list", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(output[1]);
-  std::string applets;
-  char chunk[4096];
-  ssize_t got;
-  while ((got = ::read(output[0], chunk, sizeof chunk)) > 0) {
-    applets.append(chunk, static_cast<std::size_t>(got));
-  }
-  ::close(output[0]);
-  ::waitpid(child, nullptr, 0);
-  std::istringstream names(applets);
-  std::string name;
-  while (names >> name) {
-    if (name == "busybox") continue;  // a link named busybox would replace the binary
-    std::error_code ignored;
-    std::filesystem::create_symlink("busybox", root / "bin" / name, ignored);
-  }
-  std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
-  std::ofstream(root / "etc" / "group") << "root:x:0:\n";
-  std::filesystem::permissions(root / "tmp", std::filesystem::perms(01777));
 }
 
 // busybox plus the host's curl and every library ldd names for it, at the same paths: the egress
@@ -137,6 +102,55 @@ SharedStore& shared() {
 }
 
 }  // namespace
+
+void make_busybox_rootfs(const std::filesystem::path& root) {
+  for (const char* directory : {"bin", "etc", "proc", "sys", "dev", "tmp", "root", "usr"}) {
+    std::filesystem::create_directories(root / directory);
+  }
+  std::filesystem::copy_file("/bin/busybox", root / "bin" / "busybox");
+  std::filesystem::create_symlink("../bin", root / "usr" / "bin");
+  int output[2];
+  if (::pipe(output) != 0) throw std::runtime_error("pipe");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::dup2(output[1], 1);
+    ::execl("/bin/busybox", "busybox", "--list", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(output[1]);
+  std::string applets;
+  char chunk[4096];
+  ssize_t got;
+  while ((got = ::read(output[0], chunk, sizeof chunk)) > 0) {
+    applets.append(chunk, static_cast<std::size_t>(got));
+  }
+  ::close(output[0]);
+  ::waitpid(child, nullptr, 0);
+  std::istringstream names(applets);
+  std::string name;
+  while (names >> name) {
+    if (name == "busybox") continue;  // a link named busybox would replace the binary
+    std::error_code ignored;
+    std::filesystem::create_symlink("busybox", root / "bin" / name, ignored);
+  }
+  std::ofstream(root / "etc" / "passwd") << "root:x:0:0:root:/root:/bin/sh\n";
+  std::ofstream(root / "etc" / "group") << "root:x:0:\n";
+  std::filesystem::permissions(root / "tmp", std::filesystem::perms(01777));
+}
+
+int as_unprivileged_user(const std::function<int()>& body) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+        ::setresuid(65534, 65534, 65534) != 0) {
+      ::_exit(255);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
 
 std::optional<std::string> gvisor_unavailable() {
   if (::geteuid() != 0) {

@@ -45,6 +45,13 @@ class TemporaryDirectory {
   std::filesystem::path path_;
 };
 
+// A busybox tree as an image describes it (root-owned), from the host's busybox-static.
+void make_busybox_rootfs(const std::filesystem::path& root);
+
+// Runs `body` in a child process as uid and gid 65534 with no groups — an unprivileged local
+// user — and returns its exit code (255 when it could not become that user).
+int as_unprivileged_user(const std::function<int()>& body);
+
 // The image store shared by one test program ("busybox" always; "python" and "curl" when
 // available).
 const std::filesystem::path& shared_image_store();

@@ -107,6 +107,38 @@ TEST_F(Isolation, NetworkIsUnreachableWhenEgressIsClosed) {
   EXPECT_EQ(listener.accepted(), 0) << "a guest connection reached the host listener";
 }
 
+// gVisor 20240729 lets a caller without CAP_MKNOD make device nodes; every command runs under
+// the helper's filter, which refuses them — also to what a command leaves running behind it.
+TEST_F(Isolation, NoGuestProcessCanMakeADeviceNode) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  const ExecResult status = sh(*sandbox, "grep -E '^Cap(Eff|Bnd):' /proc/self/status");
+  EXPECT_NE(status.stdout_bytes.find("CapEff:\t0000000000000000"), std::string::npos)
+      << status.stdout_bytes;
+  EXPECT_NE(status.stdout_bytes.find("CapBnd:\t0000000000000000"), std::string::npos);
+  const std::vector<std::string> nodes = {"mknod /tmp/null c 1 3", "mknod /tmp/tun c 10 200",
+                                          "mknod /tmp/loop b 7 0",
+                                          "mknod " + std::string(kWork) + "/null c 1 3"};
+  for (const auto& node : nodes) {
+    const ExecResult made = sh(*sandbox, node);
+    EXPECT_NE(made.exit_code, 0) << node << " succeeded";
+    EXPECT_NE(made.stderr_bytes.find("not permitted"), std::string::npos) << made.stderr_bytes;
+  }
+  // A detached process started by an earlier command is refused too (the filter is inherited).
+  sh(*sandbox, "setsid sh -c 'sleep 1; mknod /tmp/late c 1 3; echo $? > /tmp/late.rc' "
+               ">/dev/null 2>&1 &");
+  std::string late;
+  for (int attempt = 0; attempt < 40 && late.empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    late = sh(*sandbox, "cat /tmp/late.rc 2>/dev/null").stdout_bytes;
+  }
+  EXPECT_EQ(late, "1\n") << "the detached process made a device node (or never ran)";
+  EXPECT_NE(sh(*sandbox, "test -e /tmp/late || test -e /tmp/null").exit_code, 0);
+  // The control: what needs no capability still works.
+  EXPECT_EQ(sh(*sandbox, "mkfifo /tmp/fifo && test -p /tmp/fifo && echo fifo").stdout_bytes,
+            "fifo\n");
+}
+
 TEST_F(Isolation, ForkBombIsStoppedByPidsLimit) {
   AIRLOCK_REQUIRE_GVISOR();
   auto sandbox =

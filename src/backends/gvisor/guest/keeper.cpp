@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -14,6 +15,7 @@
 
 #include "backends/gvisor/guest/run.hpp"
 #include "backends/gvisor/guest/walk.hpp"
+#include "backends/gvisor/guest_protocol.hpp"
 
 namespace airlock::gvisor_guest {
 namespace {
@@ -101,6 +103,8 @@ int keep(const std::string& workdir, const std::string& bridge_socket, int bridg
       open_directory(components, components.size(), true, failure);
     }
   }
+  // Said once the work dir is made (or could not be): an exec that raced the start waits for it.
+  ::prctl(PR_SET_NAME, kKeeperReadyName, 0, 0, 0);
   int listener = -1;
   if (!bridge_socket.empty()) listener = listen_loopback(bridge_port);
   for (;;) {

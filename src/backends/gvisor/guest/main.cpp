@@ -37,7 +37,7 @@ int usage() {
                "       airlock-gvisor-guest read PATH MAX_BYTES\n"
                "       airlock-gvisor-guest write PATH SIZE   (content on stdin)\n"
                "       airlock-gvisor-guest remove PATH 0|1\n"
-               "       airlock-gvisor-guest shepherd --status-fd N -- ARGV...\n"
+               "       airlock-gvisor-guest shepherd --status-fd N [--storage DIR BYTES] -- ARGV...\n"
                "       airlock-gvisor-guest probe\n");
   return kFileUsage;
 }
@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
     std::string bridge_socket;
     int bridge_port = 0;
     int status_fd = -1;
+    std::string storage_directory;
+    std::uint64_t storage_bytes = 0;
     std::size_t i = 1;
     for (; i < args.size() && args[i] != "--"; ++i) {
       if (args[i] == "--cwd" && i + 1 < args.size()) {
@@ -81,6 +83,9 @@ int main(int argc, char** argv) {
         bridge_port = std::atoi(args[++i].c_str());
       } else if (args[i] == "--status-fd" && i + 1 < args.size()) {
         status_fd = std::atoi(args[++i].c_str());
+      } else if (args[i] == "--storage" && i + 2 < args.size()) {
+        storage_directory = args[++i];
+        if (!parse_count(args[++i].c_str(), storage_bytes) || storage_bytes == 0) return usage();
       } else {
         return usage();
       }
@@ -90,7 +95,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> command(args.begin() + static_cast<long>(i) + 1, args.end());
     if (verb == "run") return run_command(cwd, command);
     if (status_fd < 0) return usage();
-    return shepherd(status_fd, command);
+    return shepherd(status_fd, storage_directory, storage_bytes, command);
   }
   return usage();
 }

@@ -2,15 +2,25 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -96,6 +106,75 @@ long kill_tree(pid_t leader) {
   return -1;
 }
 
+// gVisor 20240729 creates a character or block device for a caller without CAP_MKNOD (upstream
+// added the check in 2026), so every command carries a filter that refuses it: mknod and
+// mknodat of S_IFCHR or S_IFBLK fail with EPERM, as they would without the capability on
+// Linux. FIFOs, sockets and regular files stay allowed. The filter is inherited by everything
+// the command starts and cannot be removed. Any other architecture's or ABI's system call
+// (i386, x32) is refused outright: no command needs one.
+bool refuse_device_nodes() {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+#if defined(__x86_64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
+#else
+#error "the guest helper's device filter knows x86_64 and aarch64"
+#endif
+  constexpr std::uint32_t kRefuse = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  constexpr std::uint32_t kNr = offsetof(seccomp_data, nr);
+  constexpr std::uint32_t kArchField = offsetof(seccomp_data, arch);
+  // The low 32 bits of argument `n` (mode_t is 32 bits; x86_64 and aarch64 are little-endian).
+  auto argument = [](int n) {
+    return static_cast<std::uint32_t>(offsetof(seccomp_data, args) + 8 * n);
+  };
+  std::vector<sock_filter> program = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArchField),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),
+#if defined(__x86_64__)
+      // x32 system calls carry bit 30 of the number.
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknod, 0, 2),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(1)),
+      BPF_JUMP(BPF_JMP | BPF_JA, 2, 0, 0),
+#endif
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknodat, 0, 6),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(2)),
+      // The mode is loaded: its file type decides.
+      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, S_IFMT),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFCHR, 2, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFBLK, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_RET | BPF_K, kRefuse),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog filter{static_cast<unsigned short>(program.size()), program.data()};
+  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) == 0;
+}
+
+// chdir, except that a missing directory is waited for (up to 3 s) while the keeper has not yet
+// said it made the work dir: the first exec of a fresh sandbox may start before PID 1 ran.
+bool enter_directory(const std::string& directory) {
+  for (int round = 0; round < 300; ++round) {
+    if (::chdir(directory.c_str()) == 0) return true;
+    if (errno != ENOENT) return false;
+    char name[32] = {};
+    const int fd = ::open("/proc/1/comm", O_RDONLY | O_CLOEXEC);
+    const ssize_t got = fd >= 0 ? ::read(fd, name, sizeof name - 1) : -1;
+    if (fd >= 0) ::close(fd);
+    if (got > 0 && std::strncmp(name, kKeeperReadyName, std::strlen(kKeeperReadyName)) == 0) {
+      errno = ENOENT;
+      return false;
+    }
+    sleep_ms(10);
+  }
+  errno = ENOENT;
+  return false;
+}
+
 }  // namespace
 
 int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
@@ -129,7 +208,10 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
     ::signal(SIGPIPE, SIG_DFL);
     ::setsid();
     int failure[2] = {0, 0};
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) {
+    if (!refuse_device_nodes()) {
+      failure[0] = errno;
+      failure[1] = 3;
+    } else if (!cwd.empty() && !enter_directory(cwd)) {
       failure[0] = errno;
       failure[1] = 1;
     } else {
@@ -153,7 +235,9 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
   if (got == static_cast<ssize_t>(sizeof failure)) {
     ::waitpid(child, nullptr, 0);
     write_line(kStatusFd, "error " + std::to_string(failure[0]) +
-                              (failure[1] == 1 ? " chdir " + cwd : " exec " + argv[0]));
+                              (failure[1] == 1   ? " chdir " + cwd
+                               : failure[1] == 3 ? std::string(" seccomp")
+                                                 : " exec " + argv[0]));
     return 127;
   }
 
@@ -194,7 +278,39 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
 
 int keep(const std::string& workdir, const std::string& bridge_socket, int bridge_port);
 
-int shepherd(int status_fd, const std::vector<std::string>& argv) {
+namespace {
+
+// The sandbox's storage: a tmpfs of `bytes` at `directory`, in a mount namespace of the
+// shepherd's own (private propagation), so runsc — started from here — makes the overlay's file
+// store in it, and the host's mount table never holds it. The file store is unlinked as soon as
+// runsc made it and lives while the sandbox holds it: the tmpfs, and the memory its pages hold,
+// go with the sandbox however it ends. Few inodes: runsc makes one file per overlaid mount.
+bool mount_storage(const std::string& directory, std::uint64_t bytes) {
+  if (::unshare(CLONE_NEWNS) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: unshare(CLONE_NEWNS): %s\n", std::strerror(errno));
+    return false;
+  }
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: making mounts private: %s\n",
+                 std::strerror(errno));
+    return false;
+  }
+  const std::string options = "size=" + std::to_string(bytes) + ",nr_inodes=64,mode=0700";
+  // Not noexec: the Sentry maps the guest's programs from these files with PROT_EXEC (a noexec
+  // store makes every binary written by the guest die with SIGSEGV when run).
+  if (::mount("airlock-storage", directory.c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              options.c_str()) != 0) {
+    std::fprintf(stderr, "airlock-gvisor-guest: mounting the storage tmpfs on %s: %s\n",
+                 directory.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t storage_bytes,
+             const std::vector<std::string>& argv) {
   // The caller waits for this first process; the shepherd proper is its child, so it is never a
   // zombie of a host process that did not expect one.
   const pid_t detached = ::fork();
@@ -202,6 +318,10 @@ int shepherd(int status_fd, const std::vector<std::string>& argv) {
   if (detached > 0) return 0;
   ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  if (!storage_directory.empty() && !mount_storage(storage_directory, storage_bytes)) {
+    write_line(status_fd, "create 125");
+    return 1;
+  }
   const pid_t runsc = ::fork();
   if (runsc < 0) {
     write_line(status_fd, "create 125");

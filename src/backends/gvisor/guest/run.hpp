@@ -3,6 +3,7 @@
 // container's runsc processes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,11 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv);
 // unix socket at `bridge_socket`, and reaps forever.
 int keep(const std::string& workdir, const std::string& bridge_socket, int bridge_port);
 
-// Host side: detaches, becomes a child subreaper, runs `argv` (runsc run --detach …), writes
-// "create <exit code>\n" to `status_fd`, then reaps until no descendant is left.
-int shepherd(int status_fd, const std::vector<std::string>& argv);
+// Host side: detaches, becomes a child subreaper, (with a storage directory) enters a mount
+// namespace of its own and mounts a tmpfs of `storage_bytes` there, runs `argv` (runsc run
+// --detach …), writes "create <exit code>\n" to `status_fd`, then reaps until no descendant is
+// left.
+int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t storage_bytes,
+             const std::vector<std::string>& argv);
 
 }  // namespace airlock::gvisor_guest
