@@ -191,6 +191,13 @@ int main(int argc, char** argv) {
     }
   } catch (const Error& error) {
     std::cerr << error_detail(error) << std::endl;
+    // A probe that failed half-way leaves nothing running behind it.
+    if (mode == "probe") {
+      try {
+        make_linux_backend(config)->purge_all();
+      } catch (...) {
+      }
+    }
     return 1;
   }
   std::cerr << "unknown mode\n";
