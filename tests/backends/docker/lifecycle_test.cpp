@@ -117,7 +117,9 @@ TEST_F(EngineTest, AStoppedSandboxIsRestartedNotReplaced) {
   auto again = acquire();
   EXPECT_EQ(again->instance_id(), sandbox->instance_id());
   EXPECT_TRUE(inspect(again->instance_id())->running);
-  EXPECT_EQ(sh(*again, "cat /tmp/state").stdout_bytes, "kept\n");
+  // The storage is memory: a stop empties it, and the work dir is made again.
+  EXPECT_NE(sh(*again, "cat /tmp/state").exit_code, 0) << "a stopped sandbox kept its storage";
+  EXPECT_EQ(sh(*again, "pwd", kWork).stdout_bytes, "/srv/work\n");
 }
 
 TEST_F(EngineTest, AContainerWithOurNameButNotOurLabelsIsNeverAdopted) {
@@ -352,19 +354,38 @@ TEST_F(EngineTest, HardenedContainerIsClaimedOnlyWhenTheEngineRunsRunsc) {
   EXPECT_TRUE(sandbox) << "the engine lists runsc, yet no sandbox was made under it";
 }
 
-TEST_F(EngineTest, AReadOnlyRootRefusesWritesOutsideTmp) {
-  DockerConfig config = test_config();
-  config.read_only_rootfs = true;
-  auto backend = make_backend(config);
-  auto sandbox = backend->acquire(key(), spec("read-only"));
+TEST_F(EngineTest, TheRootIsReadOnlyAndOnlyTheBoundedStorageTakesWrites) {
+  auto sandbox = acquire();
   try {
-    sandbox->write_file("x.txt", "data", "/srv");
-    ADD_FAILURE() << "a write landed on a read-only root";
+    sandbox->write_file("x.txt", "data", "/etc");
+    ADD_FAILURE() << "a write landed on the read-only root";
   } catch (const SystemError& error) {
     EXPECT_EQ(error.error_number(), EROFS) << error.what();
   }
   EXPECT_NE(sh(*sandbox, "echo x > /etc/x").exit_code, 0);
+  EXPECT_NE(sh(*sandbox, "echo x > /x").exit_code, 0);
+  // Podman's service ignores ReadonlyPaths: its /dev stays a writable 64 MiB tmpfs.
+  if (!podman()) {
+    EXPECT_NE(sh(*sandbox, "echo x > /dev/x").exit_code, 0) << "/dev is writable";
+  }
+  EXPECT_NE(sh(*sandbox, "echo x >> /etc/hosts").exit_code, 0) << "/etc/hosts is the host's file";
+  EXPECT_NE(sh(*sandbox, "mkdir /sys/fs/cgroup/x").exit_code, 0);
   EXPECT_EQ(sh(*sandbox, "echo x > /tmp/x && cat /tmp/x").stdout_bytes, "x\n");
+  // The work dir exists from the start (the storage holds it), and so does its neighbour's place.
+  EXPECT_EQ(sh(*sandbox, "pwd", kWork).stdout_bytes, "/srv/work\n");
+  EXPECT_EQ(sh(*sandbox, "mkdir /srv/work-outside && echo ok").stdout_bytes, "ok\n");
+  sandbox->write_file("in-work.txt", "data", kWork);
+  EXPECT_EQ(sh(*sandbox, "cat in-work.txt", kWork).stdout_bytes, "data");
+}
+
+TEST_F(EngineTest, AWritableRootCannotBeBoundedSoDiskBytesIsRefused) {
+  DockerConfig config = test_config();
+  config.read_only_rootfs = false;
+  auto backend = make_backend(config);
+  EXPECT_THROW(backend->acquire(key(), spec("disk", {.disk_bytes = 64ull << 20})), InvalidArgument);
+  EXPECT_THROW(backend_->acquire(key(), spec("disk", {.disk_bytes = 1ull << 20})), InvalidArgument);
+  auto writable = backend->acquire(key(), spec("writable"));
+  EXPECT_EQ(sh(*writable, "echo x > /x && cat /x").stdout_bytes, "x\n");
 }
 
 TEST_F(EngineTest, NoImageIsAClearRefusal) {
