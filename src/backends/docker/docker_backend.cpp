@@ -284,6 +284,11 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       request.entrypoint = {"/bin/sh", "-c", kKeeperScript};
       request.labels = labels;
       request.environment = config.environment;
+      // A read-only root leaves the image's home unwritable, and programs write there (caches,
+      // dotfiles): HOME is the bounded /tmp, as on the linux backend, unless configured.
+      if (config.read_only_rootfs && !request.environment.contains("HOME")) {
+        request.environment["HOME"] = "/tmp";
+      }
       request.network_mode = allowlist ? topology.network : "none";
       request.pids_limit = spec.resources().pids.value_or(config.pids_limit);
       request.memory_bytes =
