@@ -64,11 +64,14 @@ StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes
                            EngineFlavour flavour);
 
 // The keeper a sandbox container runs as its main process (under the engine's init, when
-// `init`): it sleeps, and on SIGUSR1 kills every other process in the container (`kill -9 -1`
+// `init`): it blocks reading a FIFO it holds open both ways (made in /tmp, the storage, and
+// unlinked at once), and on SIGUSR1 kills every other process in the container (`kill -9 -1`
 // spares only the caller and the pid namespace's init), so a forced stop ends every command
-// without a restart, which would lose the bounded storage.
+// without a restart, which would empty the bounded storage. It never forks after its start: a
+// shell that cannot fork (the guest holds every pid) exits, and its container with it.
 inline constexpr const char* kKeeperScript =
-    "trap 'kill -9 -1' USR1; while :; do sleep 2147483647 & wait $!; done";
+    "f=/tmp/.airlock-keeper-$$; mkfifo \"$f\" && exec 3<>\"$f\" && rm -f \"$f\" || exit 1; "
+    "trap 'kill -9 -1' USR1; while :; do read -r _ <&3; done";
 
 // What a sandbox (or proxy) container is made from.
 struct ContainerRequest {

@@ -354,10 +354,10 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
 
   SandboxIdentity identity{id, name, key, spec.kind(), spec.work_dir(), topology.environment};
   // The keeper stops every command in place (see force_stop) under runc, whose processes the
-  // engine's process list shows as they are; under another runtime it may not, and a forced
-  // stop restarts the container instead.
-  identity.stop_in_place = config.runtime.empty() || config.runtime == "runc";
-  identity.keeper_processes = config.init ? 3 : 2;
+  // engine's process list shows as they are, and with the engine's init, which reaps what the
+  // keeper kills; otherwise a forced stop restarts the container.
+  identity.stop_in_place = (config.runtime.empty() || config.runtime == "runc") && config.init;
+  identity.keeper_processes = 2;
   identity.storage_base = storage.work_base;
   identity.work_directories = storage.work_directories;
   return std::make_shared<DockerSandbox>(state_->engine, std::move(identity));

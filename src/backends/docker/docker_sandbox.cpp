@@ -114,7 +114,7 @@ bool DockerSandbox::stop_in_place() noexcept {
     // The engine signals PID 1, and the init (or the keeper as PID 1) hands it to the keeper,
     // which kills every process it may: all but itself and the init. Nothing has to start in
     // the container for that, so a full pids cgroup cannot stop it. Confirmed when the
-    // engine's list holds only the init, the keeper and its sleep; asked again if not.
+    // engine's list holds only the init and the keeper; asked again if not.
     for (int round = 0; round < 3; ++round) {
       if (client.call("POST", base + "/kill?signal=SIGUSR1").status != 204) return false;
       for (int poll = 0; poll < 20; ++poll) {

@@ -27,7 +27,7 @@ struct SandboxIdentity {
   // A forced stop asks the keeper to kill every other process (and confirms it from the
   // engine's process list: at most `keeper_processes` left); otherwise it restarts.
   bool stop_in_place = true;
-  std::size_t keeper_processes = 3;
+  std::size_t keeper_processes = 2;
   // The storage a restart empties, and the work dir to make in it again.
   std::string storage_base;
   std::vector<std::string> work_directories;

@@ -132,16 +132,16 @@ TEST_F(EngineTest, NothingTheGuestPrintsReachesTheEnginesLog) {
 TEST_F(EngineTest, ATimeoutUnderAFullPidsLimitStopsEverythingAndKeepsTheFiles) {
   auto sandbox = backend_->acquire(key(), spec("pids", {.pids = 48}));
   sh(*sandbox, "echo kept > /tmp/state; echo kept > state", kWork);
+  sandbox->write_file("fork_bomb", file_bytes(AIRLOCK_FORK_BOMB), kWork);
+  ASSERT_EQ(sh(*sandbox, "chmod 0755 fork_bomb", kWork).exit_code, 0);
   try {
-    // A fork bomb holds every pid the container may have: nothing can start inside it.
-    sandbox->exec(Command::shell("while :; do sleep 300 & done"),
-                  [] {
-                    ExecOptions options;
-                    options.working_directory = "/";
-                    options.timeout = std::chrono::seconds(2);
-                    return options;
-                  }());
-    ADD_FAILURE() << "an endless fork loop returned";
+    // It forks until refused and holds every pid the container may have: nothing can start
+    // inside it then.
+    ExecOptions options;
+    options.working_directory = kWork;
+    options.timeout = std::chrono::seconds(3);
+    sandbox->exec(Command::argv({"./fork_bomb"}), options);
+    ADD_FAILURE() << "the fork bomb returned";
   } catch (const Timeout& error) {
     EXPECT_EQ(error.kill_confirmed(), true) << error.what();
   }
@@ -149,7 +149,7 @@ TEST_F(EngineTest, ATimeoutUnderAFullPidsLimitStopsEverythingAndKeepsTheFiles) {
   EXPECT_EQ(backend_->acquire(key(), spec("pids", {.pids = 48}))->instance_id(),
             sandbox->instance_id());
   EXPECT_EQ(sh(*sandbox, "cat /tmp/state state", kWork).stdout_bytes, "kept\nkept\n");
-  EXPECT_EQ(sh(*sandbox, "ps -o args | grep -c '^sleep 300'").stdout_bytes, "0\n");
+  EXPECT_EQ(sh(*sandbox, "ps -o args | grep -c fork_bom[b]").stdout_bytes, "0\n");
 }
 
 }  // namespace

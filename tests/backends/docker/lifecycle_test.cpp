@@ -385,7 +385,7 @@ TEST_F(EngineTest, AWritableRootCannotBeBoundedSoDiskBytesIsRefused) {
   EXPECT_THROW(backend->acquire(key(), spec("disk", {.disk_bytes = 64ull << 20})), InvalidArgument);
   EXPECT_THROW(backend_->acquire(key(), spec("disk", {.disk_bytes = 1ull << 20})), InvalidArgument);
   auto writable = backend->acquire(key(), spec("writable"));
-  EXPECT_EQ(sh(*writable, "echo x > /x && cat /x").stdout_bytes, "x\n");
+  EXPECT_EQ(sh(*writable, "echo x > /etc/x && cat /etc/x").stdout_bytes, "x\n");
 }
 
 TEST_F(EngineTest, NoImageIsAClearRefusal) {
