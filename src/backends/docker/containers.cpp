@@ -59,17 +59,12 @@ std::string first_component(const std::string& absolute) {
 StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes,
                            EngineFlavour flavour) {
   const std::string work = normalize_guest_path(work_dir);
-  if (work.empty() || work.front() != '/' || work == "/") {
-    throw InvalidArgument("the docker backend bounds what a guest writes by mounting its work "
-                          "dir's place; a work dir of '" + work + "' cannot be bounded",
-                          "work_dir");
-  }
+  // `/` and the kernel's own places get no place of their own: the work dir stays what the
+  // image and the engine make it (read-only, or the kernel's), and only the standard places
+  // below take writes.
+  bool own_nothing = work.empty() || work.front() != '/' || work == "/";
   for (const char* kernel : {"/proc", "/sys", "/dev"}) {
-    if (guest_path_relative_to(work, kernel)) {
-      throw InvalidArgument("the work dir '" + work + "' lies in " + kernel +
-                                ", which the kernel and the engine own",
-                            "work_dir");
-    }
+    own_nothing = own_nothing || guest_path_relative_to(work, kernel).has_value();
   }
   StorageLayout layout;
   const std::uint64_t work_share = disk_bytes / 2;
@@ -99,7 +94,7 @@ StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes
     placed = true;
     break;
   }
-  if (!placed) {
+  if (!placed && !own_nothing) {
     const auto slash = work.rfind('/');
     const std::string parent = slash == 0 ? "/" : work.substr(0, slash);
     const bool own_place = parent == "/" || std::find(std::begin(kSystemDirectories),

@@ -53,11 +53,11 @@ struct StorageMount {
 //   - /tmp a quarter, /dev/shm an eighth, and on Podman /run and /var/tmp a sixteenth each
 //     (Podman mounts unbounded ones there on a read-only root unless they are given).
 // The places never add up to more than the budget. A work dir of `/` or under /proc, /sys or
-// /dev cannot be bounded and is refused (InvalidArgument).
+// /dev gets no place (it stays read-only, or the kernel's): `work_base` is empty then.
 struct StorageLayout {
   std::vector<StorageMount> mounts;
   std::uint64_t shm_bytes = 0;
-  std::string work_base;                      // the mount the work dir lies in
+  std::string work_base;                      // the mount the work dir lies in; may be empty
   std::vector<std::string> work_directories;  // to make beneath work_base, parents first
 };
 StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes,
