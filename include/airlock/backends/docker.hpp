@@ -100,8 +100,8 @@ struct DockerConfig {
   bool init = true;  // the engine's init as PID 1 (reaps orphans)
   std::map<std::string, std::string> environment;  // container environment
 
-  // An engine runtime name (e.g. "runsc"). Declares hardened_container only when the engine's
-  // /info lists this runtime and its binary is runsc.
+  // An engine runtime name (e.g. "runsc"); the engine must list it, and every sandbox is checked
+  // to run under it. The declared rung stays os_process (see isolation()).
   std::string runtime;
 
   // Declare run_code and run it as `<interpreter> -` with the code on stdin (e.g. "python3").
@@ -147,7 +147,10 @@ class DockerBackend : public SandboxBackend {
   ~DockerBackend() override;
 
   std::string name() const override { return "docker"; }
-  // container; hardened_container when configured with runsc and the engine confirms it.
+  // os_process, under every runtime: the isolation suite proves a separate process sharing
+  // the kernel, not a container (under runc the guest shares host root's per-user kernel pools;
+  // under runsc it can stall or end its own sandbox before the suite proves the rest). See
+  // docs/backends/docker.md, "What it declares".
   Isolation isolation() const override;
   std::optional<EgressSet> egress_modes() const override;
   std::optional<CapabilitySet> capabilities() const override;

@@ -309,12 +309,11 @@ std::string first_line_of_host_proc_version() {
   return line;
 }
 
-TEST_F(EngineTest, HardenedContainerIsClaimedOnlyWhenTheEngineRunsRunsc) {
+TEST_F(EngineTest, ARunscConfigurationRunsUnderRunscOrNotAtAll) {
   DockerConfig unknown = test_config();
   unknown.runtime = "airlock-no-such-runtime";
   auto pretender = make_backend(unknown);
-  EXPECT_EQ(pretender->isolation(), Isolation::container)
-      << "a runtime the engine does not list was trusted";
+  EXPECT_EQ(pretender->isolation(), Isolation::os_process);
   EXPECT_THROW(pretender->acquire(key("unknown-runtime"), spec()), BackendError);
 
   // The engine's own listing, read here: dockerd lists runsc when scripts/engines/dockerd
@@ -326,31 +325,30 @@ TEST_F(EngineTest, HardenedContainerIsClaimedOnlyWhenTheEngineRunsRunsc) {
   DockerConfig config = test_config();
   config.runtime = "runsc";
   auto backend = make_backend(config);
+  // Another kernel is not declared as a rung: the isolation suite did not prove
+  // hardened_container under runsc behind an engine (docs/backends/docker.md).
+  EXPECT_EQ(backend->isolation(), Isolation::os_process);
   const std::string host = first_line_of_host_proc_version();
   ASSERT_FALSE(host.empty()) << "could not read this host's /proc/version";
   std::shared_ptr<Sandbox> sandbox;
   try {
     sandbox = backend->acquire(key("gvisor"), spec());
-  } catch (const BackendError& error) {
-    EXPECT_EQ(backend->isolation(), Isolation::container)
-        << "claimed, then refused: " << error.detail();
+  } catch (const BackendError&) {
   }
   if (sandbox) {
-    // Whatever was claimed, a sandbox handed out under a runsc configuration never shares the
-    // host's kernel (under runc it would: same /proc/version).
+    // A sandbox handed out under a runsc configuration never shares the host's kernel (under
+    // runc it would: same /proc/version).
     const ExecResult guest = sh(*sandbox, "cat /proc/version");
     ASSERT_EQ(guest.exit_code, 0) << guest.stderr_text();
     EXPECT_FALSE(guest.stdout_text().empty());
     EXPECT_NE(guest.stdout_text(), host + "\n") << "the runsc sandbox shares the host's kernel";
   }
   if (!listed || podman) {
-    EXPECT_EQ(backend->isolation(), Isolation::container);
     EXPECT_FALSE(sandbox) << "a runsc configuration was served by an engine that cannot choose it";
     GTEST_SKIP() << "SKIPPED: this engine cannot run runsc through the Engine API ("
                  << (podman ? "Podman ignores HostConfig.Runtime" : "no runsc runtime listed")
                  << "); only the refusals were proven";
   }
-  EXPECT_EQ(backend->isolation(), Isolation::hardened_container);
   EXPECT_TRUE(sandbox) << "the engine lists runsc, yet no sandbox was made under it";
 }
 
