@@ -428,13 +428,13 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
                          "nothing",
                          {}});
     } else if (attacked_rung < Isolation::container) {
-      reports.push_back({"isolation",
-                         "skipped",
-                         (options.isolation_rung.empty() ? "backend declares isolation "
-                                                         : "--isolation-rung ") +
-                             std::string(to_string(attacked_rung)) +
-                             ", below container: the isolation suite promises nothing there",
-                         {}});
+      reports.push_back(
+          {"isolation",
+           "skipped",
+           (options.isolation_rung.empty() ? "backend declares isolation " : "--isolation-rung ") +
+               std::string(to_string(attacked_rung)) +
+               ", below container: the isolation suite promises nothing there",
+           {}});
     } else {
       const SandboxKey own_key{key.scope, key.thread_id + "-isolation", key.agent_dir};
       const SandboxKey peer_key{key.scope, key.thread_id + "-isolation-peer", key.agent_dir};

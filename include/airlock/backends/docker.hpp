@@ -81,8 +81,8 @@ struct DockerConfig {
   std::chrono::milliseconds pull_timeout{600'000};
 
   std::uint64_t pids_limit = 512;
-  std::optional<std::uint64_t> memory_bytes;       // also the memory+swap ceiling (no swap)
-  std::optional<std::uint64_t> cpu_millis;         // 1000 = one CPU
+  std::optional<std::uint64_t> memory_bytes;  // also the memory+swap ceiling (no swap)
+  std::optional<std::uint64_t> cpu_millis;    // 1000 = one CPU
   // The image's root read-only: the bounded storage below is then all a guest can write. With
   // false the root is writable on the engine's own storage, unbounded, and a spec's
   // resources.disk_bytes is refused.
@@ -97,7 +97,7 @@ struct DockerConfig {
   // sandbox can take every pty the others would get; false hides /dev/pts (no ptys at all)
   // for hosts that would rather lose ptys than share them.
   bool ptys = true;
-  bool init = true;  // the engine's init as PID 1 (reaps orphans)
+  bool init = true;                                // the engine's init as PID 1 (reaps orphans)
   std::map<std::string, std::string> environment;  // container environment
 
   // An engine runtime name (e.g. "runsc"); the engine must list it, and every sandbox is checked

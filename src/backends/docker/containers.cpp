@@ -97,10 +97,9 @@ StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes
   if (!placed && !own_nothing) {
     const auto slash = work.rfind('/');
     const std::string parent = slash == 0 ? "/" : work.substr(0, slash);
-    const bool own_place = parent == "/" || std::find(std::begin(kSystemDirectories),
-                                                      std::end(kSystemDirectories),
-                                                      first_component(parent)) !=
-                                                std::end(kSystemDirectories);
+    const bool own_place =
+        parent == "/" || std::find(std::begin(kSystemDirectories), std::end(kSystemDirectories),
+                                   first_component(parent)) != std::end(kSystemDirectories);
     layout.work_base = own_place ? work : parent;
     if (!own_place) layout.work_directories.push_back(work.substr(slash + 1));
     layout.mounts.push_back({layout.work_base, work_share, inodes_for(work_share), "0755"});
@@ -143,7 +142,7 @@ std::string container_create_body(const ContainerRequest& request) {
     if (request.flavour == EngineFlavour::docker) {
       // The engine's defaults, then the cgroup tree (a writable tmpfs under cgroup v1) and /dev
       // (a writable tmpfs holding the device nodes; the nodes themselves stay usable).
-      host["ReadonlyPaths"] = {"/proc/bus", "/proc/fs",       "/proc/irq", "/proc/sys",
+      host["ReadonlyPaths"] = {"/proc/bus",           "/proc/fs",       "/proc/irq", "/proc/sys",
                                "/proc/sysrq-trigger", "/sys/fs/cgroup", "/dev"};
     } else {
       // Podman's service ignores ReadonlyPaths; it masks a path on request (an empty,
@@ -157,19 +156,18 @@ std::string container_create_body(const ContainerRequest& request) {
         // tmpfs of its own; the volume is anonymous, so removing the container removes it.
         json volume_labels = json::object();
         for (const auto& [name, value] : request.storage_labels) volume_labels[name] = value;
-        mounts.push_back(
-            {{"Type", "volume"},
-             {"Target", place.target},
-             {"VolumeOptions",
-              {{"Labels", volume_labels},
-               {"DriverConfig",
-                {{"Name", "local"},
-                 {"Options",
-                  {{"type", "tmpfs"},
-                   {"device", "tmpfs"},
-                   {"o", "size=" + std::to_string(place.bytes) +
-                             ",nr_inodes=" + std::to_string(place.inodes) + ",mode=" +
-                             place.mode + ",nosuid,nodev"}}}}}}}});
+        mounts.push_back({{"Type", "volume"},
+                          {"Target", place.target},
+                          {"VolumeOptions",
+                           {{"Labels", volume_labels},
+                            {"DriverConfig",
+                             {{"Name", "local"},
+                              {"Options",
+                               {{"type", "tmpfs"},
+                                {"device", "tmpfs"},
+                                {"o", "size=" + std::to_string(place.bytes) +
+                                          ",nr_inodes=" + std::to_string(place.inodes) +
+                                          ",mode=" + place.mode + ",nosuid,nodev"}}}}}}}});
       } else {
         // Podman refuses nr_inodes: its tmpfs inodes are bounded by memory only.
         tmpfs[place.target] =
@@ -484,8 +482,8 @@ void make_directories(EngineClient& client, const std::string& id, const std::st
   options.content_type = "application/x-tar";
   const EngineResponse response = client.call("PUT", path, options);
   if (response.status != 200) {
-    EngineClient::fail("the container engine could not make the sandbox's working directory",
-                       "PUT", path, response);
+    EngineClient::fail("the container engine could not make the sandbox's working directory", "PUT",
+                       path, response);
   }
 }
 
@@ -503,7 +501,8 @@ std::optional<std::size_t> count_processes(EngineClient& client, const std::stri
   }
 }
 
-void remove_volumes(EngineClient& client, const std::map<std::string, std::string>& labels) noexcept {
+void remove_volumes(EngineClient& client,
+                    const std::map<std::string, std::string>& labels) noexcept {
   try {
     const std::string path = "/volumes?filters=" + label_filter(labels);
     const EngineResponse response = client.call("GET", path);
@@ -514,7 +513,8 @@ void remove_volumes(EngineClient& client, const std::map<std::string, std::strin
     }
     for (const auto& volume : parsed["Volumes"]) {
       if (!volume.is_object() || !volume.contains("Name") || !volume["Name"].is_string()) continue;
-      client.call("DELETE", "/volumes/" + url_encode(volume["Name"].get<std::string>()) + "?force=1");
+      client.call("DELETE",
+                  "/volumes/" + url_encode(volume["Name"].get<std::string>()) + "?force=1");
     }
   } catch (...) {
   }

@@ -48,8 +48,8 @@ struct StorageMount {
 // Where a sandbox may write, made from its work dir and its storage budget (disk_bytes):
 //   - the work dir's place: its parent directory (so the work dir and its neighbours share one
 //     filesystem, as in an image; the conformance suites plant `<work>-outside` there), or the
-//     work dir itself when the parent is `/` or in a system directory (/usr, /etc, /opt, /var, …), or the
-//     standard place it lies in — half the budget;
+//     work dir itself when the parent is `/` or in a system directory (/usr, /etc, /opt, /var, …),
+//     or the standard place it lies in — half the budget;
 //   - /tmp a quarter, /dev/shm an eighth, and on Podman /run and /var/tmp a sixteenth each
 //     (Podman mounts unbounded ones there on a read-only root unless they are given).
 // The places never add up to more than the budget. A work dir of `/` or under /proc, /sys or
@@ -93,8 +93,8 @@ struct ContainerRequest {
   // Podman. Empty: the engine's default profile.
   std::string seccomp;
   // A sandbox (not a proxy): /proc/sys, /sys/fs/cgroup and /dev read-only (Docker) or the cgroup
-  // tree masked (Podman), /dev/pts hidden unless `ptys`, no container log (PID 1's output would land on
-  // the engine's disk), and `storage` as the only writable places beside /dev/shm.
+  // tree masked (Podman), /dev/pts hidden unless `ptys`, no container log (PID 1's output would
+  // land on the engine's disk), and `storage` as the only writable places beside /dev/shm.
   bool sandbox = false;
   bool ptys = true;
   std::vector<StorageMount> storage;
@@ -162,6 +162,7 @@ void make_directories(EngineClient& client, const std::string& id, const std::st
 std::optional<std::size_t> count_processes(EngineClient& client, const std::string& id);
 
 // Storage volumes (Docker) carrying `labels`; removed, never throwing.
-void remove_volumes(EngineClient& client, const std::map<std::string, std::string>& labels) noexcept;
+void remove_volumes(EngineClient& client,
+                    const std::map<std::string, std::string>& labels) noexcept;
 
 }  // namespace airlock::docker

@@ -194,15 +194,17 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   const ResourceLimits& resources = spec.resources();
   if (resources.disk_bytes) {
     if (!config.read_only_rootfs) {
-      throw InvalidArgument("resources.disk_bytes: this docker backend keeps the image's root "
-                            "writable (read_only_rootfs is false), on the engine's own storage, "
-                            "which nothing bounds; leave it unset, or make the root read-only",
-                            "resources.disk_bytes");
+      throw InvalidArgument(
+          "resources.disk_bytes: this docker backend keeps the image's root "
+          "writable (read_only_rootfs is false), on the engine's own storage, "
+          "which nothing bounds; leave it unset, or make the root read-only",
+          "resources.disk_bytes");
     }
     if (*resources.disk_bytes < kMinimumDiskBytes) {
-      throw InvalidArgument("resources.disk_bytes: at least 16 MiB (it is shared by every "
-                            "writable place of the sandbox)",
-                            "resources.disk_bytes");
+      throw InvalidArgument(
+          "resources.disk_bytes: at least 16 MiB (it is shared by every "
+          "writable place of the sandbox)",
+          "resources.disk_bytes");
     }
   }
   const StorageLayout storage =

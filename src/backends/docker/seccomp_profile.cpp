@@ -6,9 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -24,10 +23,14 @@ namespace policy = airlock::guest_seccomp;
 
 const char* operator_name(policy::Op op) {
   switch (op) {
-    case policy::Op::eq: return "SCMP_CMP_EQ";
-    case policy::Op::ne: return "SCMP_CMP_NE";
-    case policy::Op::gt: return "SCMP_CMP_GT";
-    case policy::Op::masked_eq: return "SCMP_CMP_MASKED_EQ";
+    case policy::Op::eq:
+      return "SCMP_CMP_EQ";
+    case policy::Op::ne:
+      return "SCMP_CMP_NE";
+    case policy::Op::gt:
+      return "SCMP_CMP_GT";
+    case policy::Op::masked_eq:
+      return "SCMP_CMP_MASKED_EQ";
   }
   return "SCMP_CMP_EQ";
 }
@@ -80,7 +83,8 @@ std::string build_profile() {
   // and the entries of one syscall are alternatives, as the linux backend adds them.
   for (const policy::Rule& rule : rules) {
     json args = json::array();
-    for (const policy::Condition& condition : rule.conditions) args.push_back(condition_json(condition));
+    for (const policy::Condition& condition : rule.conditions)
+      args.push_back(condition_json(condition));
     json entry = rule.allow ? json{{"names", {rule.syscall}}, {"action", "SCMP_ACT_ALLOW"}}
                             : refusal(json::array({rule.syscall}), rule.error);
     entry["args"] = std::move(args);
@@ -101,14 +105,14 @@ std::string build_profile() {
   }
 
   json profile = {
-      {"defaultAction", "SCMP_ACT_ERRNO"},
-      {"defaultErrnoRet", policy::kDefaultErrno},
+    {"defaultAction", "SCMP_ACT_ERRNO"},
+    {"defaultErrnoRet", policy::kDefaultErrno},
 #if defined(__x86_64__)
-      {"architectures", {"SCMP_ARCH_X86_64"}},
+    {"architectures", {"SCMP_ARCH_X86_64"}},
 #elif defined(__aarch64__)
-      {"architectures", {"SCMP_ARCH_AARCH64"}},
+    {"architectures", {"SCMP_ARCH_AARCH64"}},
 #endif
-      {"syscalls", std::move(syscalls)},
+    {"syscalls", std::move(syscalls)},
   };
   return profile.dump();
 }
@@ -127,8 +131,8 @@ SeccompOption::SeccompOption(EngineFlavour flavour) {
     return;
   }
   const char* directory = std::getenv("TMPDIR");
-  std::string path = std::string(directory && *directory ? directory : "/tmp") +
-                     "/airlock-seccomp-XXXXXX.json";
+  std::string path =
+      std::string(directory && *directory ? directory : "/tmp") + "/airlock-seccomp-XXXXXX.json";
   const int fd = ::mkstemps(path.data(), 5);
   if (fd < 0) {
     throw BackendError("the sandbox's seccomp profile could not be written for the engine",

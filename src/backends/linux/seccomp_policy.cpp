@@ -149,10 +149,14 @@ class PolicyBuilder {
 
 scmp_compare compare_of(policy::Op op) {
   switch (op) {
-    case policy::Op::eq: return SCMP_CMP_EQ;
-    case policy::Op::ne: return SCMP_CMP_NE;
-    case policy::Op::gt: return SCMP_CMP_GT;
-    case policy::Op::masked_eq: return SCMP_CMP_MASKED_EQ;
+    case policy::Op::eq:
+      return SCMP_CMP_EQ;
+    case policy::Op::ne:
+      return SCMP_CMP_NE;
+    case policy::Op::gt:
+      return SCMP_CMP_GT;
+    case policy::Op::masked_eq:
+      return SCMP_CMP_MASKED_EQ;
   }
   return SCMP_CMP_EQ;
 }

@@ -64,20 +64,22 @@ TEST_F(EngineTest, TheGuestAnswersAsUnderTheLinuxBackendsFilter) {
 TEST_F(EngineTest, ThreadsAndProcessesStillWorkUnderThePolicy) {
   // glibc's pthread_create calls clone3 and falls back to clone on ENOSYS only: a profile whose
   // default the engine answers with EPERM would stop every thread.
-  const std::string image = environment("AIRLOCK_DOCKER_PYTHON_IMAGE", "airlock-test/python:latest");
+  const std::string image =
+      environment("AIRLOCK_DOCKER_PYTHON_IMAGE", "airlock-test/python:latest");
   if (client_->call("GET", "/images/" + url_encode(image) + "/json").status != 200) {
     GTEST_SKIP() << "SKIPPED: no python image '" << image << "' on the engine";
   }
-  auto sandbox = backend_->acquire(key(), SandboxSpec({.kind = "py", .image = image,
-                                                       .work_dir = kWork}));
-  const ExecResult result = sh(*sandbox,
-                               "python3 -c 'import threading, subprocess, multiprocessing\n"
-                               "t = threading.Thread(target=print, args=(\"thread\",)); t.start(); "
-                               "t.join()\n"
-                               "print(subprocess.run([\"echo\", \"child\"], capture_output=True, "
-                               "text=True).stdout.strip())\n"
-                               "with multiprocessing.Pool(2) as p: print(sum(p.map(abs, [-1, -2])))'",
-                               kWork);
+  auto sandbox =
+      backend_->acquire(key(), SandboxSpec({.kind = "py", .image = image, .work_dir = kWork}));
+  const ExecResult result =
+      sh(*sandbox,
+         "python3 -c 'import threading, subprocess, multiprocessing\n"
+         "t = threading.Thread(target=print, args=(\"thread\",)); t.start(); "
+         "t.join()\n"
+         "print(subprocess.run([\"echo\", \"child\"], capture_output=True, "
+         "text=True).stdout.strip())\n"
+         "with multiprocessing.Pool(2) as p: print(sum(p.map(abs, [-1, -2])))'",
+         kWork);
   EXPECT_EQ(result.stdout_text(), "thread\nchild\n3\n") << result.stderr_text();
 }
 

@@ -268,8 +268,8 @@ TEST(ContainerBody, ASandboxOnDockerIsReadOnlyBesideItsBoundedVolumes) {
   EXPECT_EQ(host["SecurityOpt"][1], "seccomp=" + guest_seccomp_profile());
   EXPECT_EQ(host["SecurityOpt"].size(), 2u);
   // The engine's defaults stay read-only, and the cgroup tree and /dev join them.
-  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs",
-                           "/proc/irq", "/sys/fs/cgroup", "/dev"}) {
+  for (const char* path : {"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq",
+                           "/sys/fs/cgroup", "/dev"}) {
     EXPECT_NE(std::find(host["ReadonlyPaths"].begin(), host["ReadonlyPaths"].end(), path),
               host["ReadonlyPaths"].end())
         << path;
