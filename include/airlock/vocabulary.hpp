@@ -22,7 +22,8 @@ namespace airlock {
 //   none               no boundary; runs in the host process with the host's authority
 //   runtime            a software boundary inside the host process (restricted interpreter, WASM)
 //   os_process         a separate OS process: kernel address space, shared kernel and filesystem
-//   container          shared-kernel namespaces and cgroups (the `linux` and `docker` backends)
+//                      (the `docker` backend: its containers share host root's kernel pools)
+//   container          shared-kernel namespaces and cgroups (the `linux` backend)
 //   hardened_container syscall interception in a userspace kernel (gVisor)
 //   microvm            a hypervisor boundary with a minimal guest — the router's default floor
 //   vm                 a dedicated, full virtual machine

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -79,13 +80,14 @@ class BenchRun {
   // Something could not be measured (a peer is missing): printed loudly, never silently dropped.
   void skipped(const std::string& subject, const std::string& reason);
 
-  const std::vector<Stats>& stats() const noexcept { return stats_; }
+  const std::deque<Stats>& stats() const noexcept { return stats_; }
   const std::vector<Ratio>& ratios() const noexcept { return ratios_; }
   const std::vector<std::pair<std::string, std::string>>& skips() const noexcept { return skips_; }
 
  private:
   bool quick_;
-  std::vector<Stats> stats_;
+  // A deque: time() and record() hand out references that later records must not move.
+  std::deque<Stats> stats_;
   std::vector<Ratio> ratios_;
   std::vector<std::pair<std::string, std::string>> skips_;
 };

@@ -43,6 +43,9 @@ struct ConformanceOptions {
   double exec_timeout_seconds = 60;
   bool list = false;
   std::vector<std::string> isolation_probes;  // empty: all
+  // The rung the isolation suite proves, when not the declared one: the evidence for (or
+  // against) raising a backend's declaration. Empty: the declared rung.
+  std::string isolation_rung;
 };
 
 struct SuiteReport {
@@ -315,6 +318,15 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   const Milliseconds exec_timeout(static_cast<long>(options.exec_timeout_seconds * 1000));
 
   const EgressSet egress_modes = backend->egress_modes().value_or(EgressSet{});
+  const Isolation attacked_rung = options.isolation_rung.empty()
+                                      ? backend->isolation()
+                                      : parse_isolation(options.isolation_rung, "--isolation-rung");
+  if (!options.isolation_rung.empty()) {
+    notes.push_back("the isolation suite proves " + std::string(to_string(attacked_rung)) +
+                    " (--isolation-rung), not the declared " +
+                    std::string(to_string(backend->isolation())) +
+                    ": its verdict is evidence about that rung, not about the declaration");
+  }
   json::Json header{{"backend", backend->name()},
                     {"isolation", std::string(to_string(backend->isolation()))},
                     {"egress_modes", to_string(egress_modes)},
@@ -323,6 +335,7 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
                     {"capabilities", capability_list(declared)},
                     {"work_dir", options.work_dir},
                     {"notes", notes}};
+  if (!options.isolation_rung.empty()) header["isolation_rung"] = to_string(attacked_rung);
   if (!as_json) {
     std::printf("airlock conformance: backend '%s' (%s); %s\n", backend->name().c_str(),
                 std::string(to_string(backend->isolation())).c_str(), floor_note.c_str());
@@ -414,13 +427,14 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
                          "guest and run there); the suite is refused rather than run green on "
                          "nothing",
                          {}});
-    } else if (backend->isolation() < Isolation::container) {
-      reports.push_back({"isolation",
-                         "skipped",
-                         "backend declares isolation " +
-                             std::string(to_string(backend->isolation())) +
-                             ", below container: the isolation suite promises nothing there",
-                         {}});
+    } else if (attacked_rung < Isolation::container) {
+      reports.push_back(
+          {"isolation",
+           "skipped",
+           (options.isolation_rung.empty() ? "backend declares isolation " : "--isolation-rung ") +
+               std::string(to_string(attacked_rung)) +
+               ", below container: the isolation suite promises nothing there",
+           {}});
     } else {
       const SandboxKey own_key{key.scope, key.thread_id + "-isolation", key.agent_dir};
       const SandboxKey peer_key{key.scope, key.thread_id + "-isolation-peer", key.agent_dir};
@@ -437,8 +451,7 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
         const auto attacked = router.acquire(own_key, spec_for(options, declared, {}));
         conformance::PosixGuestSubject isolation_subject(*attacked, options.work_dir, declared,
                                                          exec_timeout);
-        isolation_subject.declare_isolation(
-            {backend->isolation(), egress_modes, Egress::closed, {}});
+        isolation_subject.declare_isolation({attacked_rung, egress_modes, Egress::closed, {}});
         isolation_subject.offer_second_sandbox(
             [&] { return router.acquire(peer_key, spec_for(options, declared, {})); });
         conformance::IsolationOptions isolation;
@@ -468,6 +481,9 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
   command->add_flag("--json", options->json, "one JSON report on stdout");
   command->add_option("--isolation-probe", options->isolation_probes,
                       "isolation suite: run only this probe (repeatable; see --list)");
+  command->add_option("--isolation-rung", options->isolation_rung,
+                      "isolation suite: prove this rung instead of the declared one (evidence "
+                      "for or against a declaration; the declaration itself is unchanged)");
   command->add_flag("--list", options->list, "list every probe (suite, name, needs, why) and exit");
   command->add_option("--allowed-url", options->allowed_url,
                       "egress suite: a URL on the allowlist that answers 2xx");

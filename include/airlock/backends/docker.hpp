@@ -58,6 +58,9 @@ namespace airlock::docker {
 inline constexpr const char* kMinimumApiVersion = "1.40";
 inline constexpr const char* kMaximumApiVersion = "1.41";
 
+// The least a sandbox's storage may be (config `disk_bytes`, spec resources.disk_bytes).
+inline constexpr std::uint64_t kMinimumDiskBytes = 16ull << 20;
+
 struct DockerConfig {
   // "unix:///var/run/docker.sock" or "tcp://HOST:PORT". Empty: $DOCKER_HOST, else the default
   // socket.
@@ -78,14 +81,27 @@ struct DockerConfig {
   std::chrono::milliseconds pull_timeout{600'000};
 
   std::uint64_t pids_limit = 512;
-  std::optional<std::uint64_t> memory_bytes;       // also the memory+swap ceiling (no swap)
-  std::optional<std::uint64_t> cpu_millis;         // 1000 = one CPU
-  bool read_only_rootfs = false;                   // a tmpfs /tmp is mounted when set
+  std::optional<std::uint64_t> memory_bytes;  // also the memory+swap ceiling (no swap)
+  std::optional<std::uint64_t> cpu_millis;    // 1000 = one CPU
+  // The image's root read-only: the bounded storage below is then all a guest can write. With
+  // false the root is writable on the engine's own storage, unbounded, and a spec's
+  // resources.disk_bytes is refused.
+  bool read_only_rootfs = true;
+  // What a guest may store in total when the spec names no resources.disk_bytes: the work dir's
+  // place (its parent directory), /tmp, /dev/shm, and on Podman /run and /var/tmp are tmpfs
+  // mounts sharing it (a half, a quarter, an eighth, a sixteenth each). Memory, charged to the
+  // container's memory cgroup.
+  std::uint64_t disk_bytes = 1ull << 30;
+  // ptys from the engine's devpts. No engine lets a container's devpts have a ceiling (max=),
+  // and every devpts but the host's shares one kernel pool beyond the host's reserve, so one
+  // sandbox can take every pty the others would get; false hides /dev/pts (no ptys at all)
+  // for hosts that would rather lose ptys than share them.
+  bool ptys = true;
   bool init = true;                                // the engine's init as PID 1 (reaps orphans)
   std::map<std::string, std::string> environment;  // container environment
 
-  // An engine runtime name (e.g. "runsc"). Declares hardened_container only when the engine's
-  // /info lists this runtime and its binary is runsc.
+  // An engine runtime name (e.g. "runsc"); the engine must list it, and every sandbox is checked
+  // to run under it. The declared rung stays os_process (see isolation()).
   std::string runtime;
 
   // Declare run_code and run it as `<interpreter> -` with the code on stdin (e.g. "python3").
@@ -131,7 +147,10 @@ class DockerBackend : public SandboxBackend {
   ~DockerBackend() override;
 
   std::string name() const override { return "docker"; }
-  // container; hardened_container when configured with runsc and the engine confirms it.
+  // os_process, under every runtime: the isolation suite proves a separate process sharing
+  // the kernel, not a container (under runc the guest shares host root's per-user kernel pools;
+  // under runsc it can stall or end its own sandbox before the suite proves the rest). See
+  // docs/backends/docker.md, "What it declares".
   Isolation isolation() const override;
   std::optional<EgressSet> egress_modes() const override;
   std::optional<CapabilitySet> capabilities() const override;

@@ -1,11 +1,14 @@
 #include "backends/docker/containers.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 #include "backends/docker/engine_streams.hpp"
+#include "backends/docker/tar_io.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -37,7 +40,75 @@ json parse_object(const EngineResponse& response, std::string_view what) {
   return parsed;
 }
 
+// Top-level directories of the image's system: a work dir beneath one gets a place of its own
+// instead of covering its parent (which would hide, or copy into memory, the image's files).
+constexpr const char* kSystemDirectories[] = {"usr",    "bin", "sbin", "lib", "lib32", "lib64",
+                                              "libx32", "etc", "opt",  "var", "boot"};
+
+std::uint64_t inodes_for(std::uint64_t bytes) {
+  return std::max<std::uint64_t>(1024, bytes / 4096);
+}
+
+std::string first_component(const std::string& absolute) {
+  const auto end = absolute.find('/', 1);
+  return absolute.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+}
+
 }  // namespace
+
+StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes,
+                           EngineFlavour flavour) {
+  const std::string work = normalize_guest_path(work_dir);
+  // `/` and the kernel's own places get no place of their own: the work dir stays what the
+  // image and the engine make it (read-only, or the kernel's), and only the standard places
+  // below take writes.
+  bool own_nothing = work.empty() || work.front() != '/' || work == "/";
+  for (const char* kernel : {"/proc", "/sys", "/dev"}) {
+    own_nothing = own_nothing || guest_path_relative_to(work, kernel).has_value();
+  }
+  StorageLayout layout;
+  const std::uint64_t work_share = disk_bytes / 2;
+  std::vector<std::pair<std::string, std::uint64_t>> places = {{"/tmp", disk_bytes / 4}};
+  if (flavour == EngineFlavour::podman) {
+    places.emplace_back("/run", disk_bytes / 16);
+    places.emplace_back("/var/tmp", disk_bytes / 16);
+  }
+  layout.shm_bytes = disk_bytes / 8;
+
+  // A work dir in a standard place lives there, and that place gets the work dir's share.
+  bool placed = false;
+  for (auto& [target, bytes] : places) {
+    const auto below = guest_path_relative_to(work, target);
+    if (!below) continue;
+    bytes = work_share;
+    layout.work_base = target;
+    std::string walked;
+    std::size_t start = 0;
+    while (!below->empty() && start <= below->size()) {
+      const auto slash = below->find('/', start);
+      walked = below->substr(0, slash);
+      layout.work_directories.push_back(walked);
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    placed = true;
+    break;
+  }
+  if (!placed && !own_nothing) {
+    const auto slash = work.rfind('/');
+    const std::string parent = slash == 0 ? "/" : work.substr(0, slash);
+    const bool own_place =
+        parent == "/" || std::find(std::begin(kSystemDirectories), std::end(kSystemDirectories),
+                                   first_component(parent)) != std::end(kSystemDirectories);
+    layout.work_base = own_place ? work : parent;
+    if (!own_place) layout.work_directories.push_back(work.substr(slash + 1));
+    layout.mounts.push_back({layout.work_base, work_share, inodes_for(work_share), "0755"});
+  }
+  for (const auto& [target, bytes] : places) {
+    layout.mounts.push_back({target, bytes, inodes_for(bytes), "1777"});
+  }
+  return layout;
+}
 
 std::string container_create_body(const ContainerRequest& request) {
   json labels = json::object();
@@ -45,10 +116,11 @@ std::string container_create_body(const ContainerRequest& request) {
   json environment = json::array();
   for (const auto& [name, value] : request.environment) environment.push_back(name + "=" + value);
 
+  json security = json::array({"no-new-privileges"});
+  if (!request.seccomp.empty()) security.push_back("seccomp=" + request.seccomp);
   json host = {
       {"NetworkMode", request.network_mode},
       {"CapDrop", json::array({"ALL"})},
-      {"SecurityOpt", json::array({"no-new-privileges"})},
       {"PidsLimit", request.pids_limit},
       {"Init", request.init},
       {"ReadonlyRootfs", request.read_only_rootfs},
@@ -63,8 +135,54 @@ std::string container_create_body(const ContainerRequest& request) {
     host["MemorySwap"] = *request.memory_bytes;  // no swap beyond the limit
   }
   if (request.cpu_millis) host["NanoCpus"] = *request.cpu_millis * 1'000'000ull;
-  if (request.read_only_rootfs) host["Tmpfs"] = {{"/tmp", "rw,nosuid,nodev,size=64m"}};
   if (!request.runtime.empty()) host["Runtime"] = request.runtime;
+  json tmpfs = json::object();
+  json mounts = json::array();
+  if (request.sandbox) {
+    if (request.flavour == EngineFlavour::docker) {
+      // The engine's defaults, then the cgroup tree (a writable tmpfs under cgroup v1) and /dev
+      // (a writable tmpfs holding the device nodes; the nodes themselves stay usable).
+      host["ReadonlyPaths"] = {"/proc/bus",           "/proc/fs",       "/proc/irq", "/proc/sys",
+                               "/proc/sysrq-trigger", "/sys/fs/cgroup", "/dev"};
+    } else {
+      // Podman's service ignores ReadonlyPaths; it masks a path on request (an empty,
+      // read-only tmpfs over it).
+      security.push_back("mask=/sys/fs/cgroup");
+    }
+    for (const StorageMount& place : request.storage) {
+      if (request.flavour == EngineFlavour::docker) {
+        // A volume, not a tmpfs mount: Docker's archive endpoints write to volumes of a
+        // read-only container, never to its tmpfs mounts. The local driver mounts it as a
+        // tmpfs of its own; the volume is anonymous, so removing the container removes it.
+        json volume_labels = json::object();
+        for (const auto& [name, value] : request.storage_labels) volume_labels[name] = value;
+        mounts.push_back({{"Type", "volume"},
+                          {"Target", place.target},
+                          {"VolumeOptions",
+                           {{"Labels", volume_labels},
+                            {"DriverConfig",
+                             {{"Name", "local"},
+                              {"Options",
+                               {{"type", "tmpfs"},
+                                {"device", "tmpfs"},
+                                {"o", "size=" + std::to_string(place.bytes) +
+                                          ",nr_inodes=" + std::to_string(place.inodes) +
+                                          ",mode=" + place.mode + ",nosuid,nodev"}}}}}}}});
+      } else {
+        // Podman refuses nr_inodes: its tmpfs inodes are bounded by memory only.
+        tmpfs[place.target] =
+            "rw,exec,nosuid,nodev,size=" + std::to_string(place.bytes) + ",mode=" + place.mode;
+      }
+    }
+    if (!mounts.empty()) host["Mounts"] = mounts;
+    if (!request.ptys) tmpfs["/dev/pts"] = "ro,nosuid,nodev,noexec,size=4k";
+    if (request.shm_bytes) host["ShmSize"] = *request.shm_bytes;
+    host["LogConfig"] = {{"Type", "none"}, {"Config", json::object()}};
+  } else if (request.read_only_rootfs) {
+    tmpfs["/tmp"] = "rw,nosuid,nodev,size=64m";
+  }
+  if (!tmpfs.empty()) host["Tmpfs"] = tmpfs;
+  host["SecurityOpt"] = security;
 
   json body = {
       {"Image", request.image},
@@ -321,27 +439,85 @@ void ensure_image(EngineClient& client, const std::string& image, bool pull,
   }
 }
 
-std::map<std::string, std::string> engine_runtimes(EngineClient& client) {
+EngineInfo engine_info(EngineClient& client) {
   const EngineResponse response = client.call("GET", "/info");
   if (response.status != 200) {
     EngineClient::fail("the container engine could not describe itself", "GET", "/info", response);
   }
   const json parsed = parse_object(response, "/info");
-  std::map<std::string, std::string> runtimes;
+  EngineInfo info;
   // Podman's Docker-compatible service (the only engine whose /info carries BuildahVersion)
   // lists the runtimes of its configuration but ignores HostConfig.Runtime: a container asked
   // for runsc runs under runc (seen with Podman 4.3). None can be chosen through this API.
-  if (parsed.contains("BuildahVersion")) return runtimes;
+  if (parsed.contains("BuildahVersion")) {
+    info.flavour = EngineFlavour::podman;
+    return info;
+  }
   if (parsed.contains("Runtimes") && parsed["Runtimes"].is_object()) {
     for (const auto& [name, runtime] : parsed["Runtimes"].items()) {
-      std::string binary;
+      EngineRuntime entry;
       if (runtime.is_object() && runtime.contains("path") && runtime["path"].is_string()) {
-        binary = runtime["path"].get<std::string>();
+        entry.path = runtime["path"].get<std::string>();
       }
-      runtimes[name] = binary;
+      if (runtime.is_object() && runtime.contains("runtimeArgs") &&
+          runtime["runtimeArgs"].is_array()) {
+        for (const auto& argument : runtime["runtimeArgs"]) {
+          if (argument.is_string()) entry.arguments.push_back(argument.get<std::string>());
+        }
+      }
+      info.runtimes[name] = std::move(entry);
     }
   }
-  return runtimes;
+  return info;
+}
+
+void make_directories(EngineClient& client, const std::string& id, const std::string& base,
+                      const std::vector<std::string>& directories) {
+  if (directories.empty()) return;
+  const std::string path =
+      "/containers/" + url_encode(id) + "/archive?noOverwriteDirNonDir=1&path=" + url_encode(base);
+  CallOptions options;
+  const std::string archive = build_directory_archive(directories);
+  options.body = archive;
+  options.content_type = "application/x-tar";
+  const EngineResponse response = client.call("PUT", path, options);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not make the sandbox's working directory", "PUT",
+                       path, response);
+  }
+}
+
+std::optional<std::size_t> count_processes(EngineClient& client, const std::string& id) {
+  try {
+    const EngineResponse response = client.call("GET", "/containers/" + url_encode(id) + "/top");
+    if (response.status != 200) return std::nullopt;
+    const auto parsed = json::parse(response.body, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("Processes") || !parsed["Processes"].is_array()) {
+      return std::nullopt;
+    }
+    return parsed["Processes"].size();
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+void remove_volumes(EngineClient& client,
+                    const std::map<std::string, std::string>& labels) noexcept {
+  try {
+    const std::string path = "/volumes?filters=" + label_filter(labels);
+    const EngineResponse response = client.call("GET", path);
+    if (response.status != 200) return;
+    const auto parsed = json::parse(response.body, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("Volumes") || !parsed["Volumes"].is_array()) {
+      return;
+    }
+    for (const auto& volume : parsed["Volumes"]) {
+      if (!volume.is_object() || !volume.contains("Name") || !volume["Name"].is_string()) continue;
+      client.call("DELETE",
+                  "/volumes/" + url_encode(volume["Name"].get<std::string>()) + "?force=1");
+    }
+  } catch (...) {
+  }
 }
 
 }  // namespace airlock::docker

@@ -18,6 +18,7 @@ inline constexpr const char* kRoleLabel = "airlock.role";
 inline constexpr const char* kRoleSandbox = "sandbox";
 inline constexpr const char* kRoleProxy = "proxy";
 inline constexpr const char* kRoleNetwork = "network";
+inline constexpr const char* kRoleStorage = "storage";
 
 struct ContainerInfo {
   std::string id;
@@ -30,6 +31,47 @@ struct ContainerInfo {
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point created_at{};
 };
+
+// Which engine answers: Docker Engine, or Podman's Docker-compatible service (the only one whose
+// GET /info carries BuildahVersion). They take some hardening in different words.
+enum class EngineFlavour { docker, podman };
+
+// A bounded writable place of a sandbox: a tmpfs of `bytes` (and `inodes`, where the engine lets
+// them be bounded) at `target`.
+struct StorageMount {
+  std::string target;
+  std::uint64_t bytes = 0;
+  std::uint64_t inodes = 0;
+  std::string mode = "1777";
+};
+
+// Where a sandbox may write, made from its work dir and its storage budget (disk_bytes):
+//   - the work dir's place: its parent directory (so the work dir and its neighbours share one
+//     filesystem, as in an image; the conformance suites plant `<work>-outside` there), or the
+//     work dir itself when the parent is `/` or in a system directory (/usr, /etc, /opt, /var, …),
+//     or the standard place it lies in — half the budget;
+//   - /tmp a quarter, /dev/shm an eighth, and on Podman /run and /var/tmp a sixteenth each
+//     (Podman mounts unbounded ones there on a read-only root unless they are given).
+// The places never add up to more than the budget. A work dir of `/` or under /proc, /sys or
+// /dev gets no place (it stays read-only, or the kernel's): `work_base` is empty then.
+struct StorageLayout {
+  std::vector<StorageMount> mounts;
+  std::uint64_t shm_bytes = 0;
+  std::string work_base;                      // the mount the work dir lies in; may be empty
+  std::vector<std::string> work_directories;  // to make beneath work_base, parents first
+};
+StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes,
+                           EngineFlavour flavour);
+
+// The keeper a sandbox container runs as its main process (under the engine's init, when
+// `init`): it blocks reading a FIFO it holds open both ways (made in /tmp, the storage, and
+// unlinked at once), and on SIGUSR1 kills every other process in the container (`kill -9 -1`
+// spares only the caller and the pid namespace's init), so a forced stop ends every command
+// without a restart, which would empty the bounded storage. It never forks after its start: a
+// shell that cannot fork (the guest holds every pid) exits, and its container with it.
+inline constexpr const char* kKeeperScript =
+    "f=/tmp/.airlock-keeper-$$; mkfifo \"$f\" && exec 3<>\"$f\" && rm -f \"$f\" || exit 1; "
+    "trap 'kill -9 -1' USR1; while :; do read -r _ <&3; done";
 
 // What a sandbox (or proxy) container is made from.
 struct ContainerRequest {
@@ -46,9 +88,22 @@ struct ContainerRequest {
   bool read_only_rootfs = false;
   bool init = true;
   std::string runtime;
+  EngineFlavour flavour = EngineFlavour::docker;
+  // HostConfig.SecurityOpt "seccomp=" + this: the profile itself on Docker, a file holding it on
+  // Podman. Empty: the engine's default profile.
+  std::string seccomp;
+  // A sandbox (not a proxy): /proc/sys, /sys/fs/cgroup and /dev read-only (Docker) or the cgroup
+  // tree masked (Podman), /dev/pts hidden unless `ptys`, no container log (PID 1's output would
+  // land on the engine's disk), and `storage` as the only writable places beside /dev/shm.
+  bool sandbox = false;
+  bool ptys = true;
+  std::vector<StorageMount> storage;
+  std::optional<std::uint64_t> shm_bytes;
+  std::map<std::string, std::string> storage_labels;  // Docker: the storage volumes' labels
 };
 
-// The create body: CapDrop ALL, no-new-privileges, the limits, no binds, no published ports.
+// The create body: CapDrop ALL, no-new-privileges, the limits, no binds, no published ports;
+// for a sandbox, the hardening above.
 std::string container_create_body(const ContainerRequest& request);
 
 // Label filter for /containers/json and /networks: {"label": ["k=v", …]}, URL-encoded.
@@ -84,8 +139,30 @@ bool remove_network(EngineClient& client, const std::string& name_or_id) noexcep
 void ensure_image(EngineClient& client, const std::string& image, bool pull,
                   std::chrono::milliseconds pull_timeout);
 
-// The runtimes the engine lists (GET /info) and lets a create choose: name → binary path. Empty
-// for Podman's service, which lists runtimes it then ignores.
-std::map<std::string, std::string> engine_runtimes(EngineClient& client);
+// What GET /info says about the engine: its flavour, and the runtimes it lists and lets a create
+// choose (name → binary path and arguments). No runtimes for Podman's service, which lists
+// runtimes it then ignores.
+struct EngineRuntime {
+  std::string path;
+  std::vector<std::string> arguments;
+};
+struct EngineInfo {
+  EngineFlavour flavour = EngineFlavour::docker;
+  std::map<std::string, EngineRuntime> runtimes;
+};
+EngineInfo engine_info(EngineClient& client);
+
+// Makes `directories` (relative to `base`, parents first) in a running container, through the
+// archive endpoint; existing ones are kept.
+void make_directories(EngineClient& client, const std::string& id, const std::string& base,
+                      const std::vector<std::string>& directories);
+
+// The processes of a running container (GET /containers/{id}/top); nullopt when the engine
+// could not list them.
+std::optional<std::size_t> count_processes(EngineClient& client, const std::string& id);
+
+// Storage volumes (Docker) carrying `labels`; removed, never throwing.
+void remove_volumes(EngineClient& client,
+                    const std::map<std::string, std::string>& labels) noexcept;
 
 }  // namespace airlock::docker

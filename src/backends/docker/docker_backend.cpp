@@ -9,6 +9,7 @@
 #include "backends/docker/docker_sandbox.hpp"
 #include "backends/docker/egress_topology.hpp"
 #include "backends/docker/engine_context.hpp"
+#include "backends/docker/seccomp_profile.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -52,8 +53,7 @@ struct DockerBackend::State {
   std::shared_ptr<EngineContext> engine;
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<std::mutex>> name_locks;
-  std::optional<Isolation> confirmed_isolation;
-  std::optional<std::map<std::string, std::string>> runtimes;
+  std::optional<EngineInfo> info;
 
   std::shared_ptr<std::mutex> lock_for(const std::string& name) {
     std::lock_guard guard(mutex);
@@ -62,15 +62,15 @@ struct DockerBackend::State {
     return slot;
   }
 
-  std::map<std::string, std::string> engine_runtime_list() {
+  EngineInfo describe_engine() {
     {
       std::lock_guard guard(mutex);
-      if (runtimes) return *runtimes;
+      if (info) return *info;
     }
-    auto listed = engine_runtimes(*engine->client);
+    auto described = engine_info(*this->engine->client);
     std::lock_guard guard(mutex);
-    runtimes = listed;
-    return listed;
+    info = described;
+    return described;
   }
 
   // Remove every container matching `labels` (sandboxes first, then proxies), then every
@@ -102,6 +102,9 @@ struct DockerBackend::State {
         }
       }
       for (const auto& network : list_networks(client, labels)) remove_network(client, network.id);
+      // A sandbox's storage volumes go with its container (they are anonymous); any left by a
+      // container removed some other way go here.
+      remove_volumes(client, labels);
     } catch (...) {
       // Best effort by contract; what could not be listed is still on the engine for the next
       // purge to find.
@@ -142,25 +145,16 @@ std::string DockerBackend::container_name(const SandboxKey& key, const SandboxSp
 // ---- declarations -----------------------------------------------------------------------------
 
 Isolation DockerBackend::isolation() const {
-  const std::string& runtime = state_->engine->config.runtime;
-  if (runtime.empty()) return Isolation::container;
-  {
-    std::lock_guard guard(state_->mutex);
-    if (state_->confirmed_isolation) return *state_->confirmed_isolation;
-  }
-  // Claim the stronger rung only on the engine's word that the runtime exists and is runsc.
-  // An engine we cannot ask is read as the weaker claim, and asked again next time.
-  try {
-    const auto runtimes = state_->engine_runtime_list();
-    const auto found = runtimes.find(runtime);
-    const bool runsc =
-        found != runtimes.end() && (found->second == "runsc" || found->second.ends_with("/runsc"));
-    std::lock_guard guard(state_->mutex);
-    state_->confirmed_isolation = runsc ? Isolation::hardened_container : Isolation::container;
-    return *state_->confirmed_isolation;
-  } catch (...) {
-    return Isolation::container;
-  }
+  // What the isolation suite proves here (docs/backends/docker.md, "What it declares"):
+  //   - under runc (the engines' default) the guest shares the host's kernel as host root, and
+  //     the pools that kernel keeps per user (inotify instances and watches, pipe buffer pages)
+  //     are host root's, shared with the host and every other sandbox; nothing an engine offers
+  //     separates them, and the pty pool has no per-container ceiling either;
+  //   - under runsc the guest has another kernel, but a guest attacking its own sandbox stalls
+  //     it (nested user namespaces on gVisor's ptrace platform) or ends it (thousands of
+  //     threads on systrap) before the suite can prove the rest.
+  // Neither is `container`, let alone `hardened_container`: what holds is a separate process.
+  return Isolation::os_process;
 }
 
 std::optional<EgressSet> DockerBackend::egress_modes() const {
@@ -196,14 +190,25 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   const DockerConfig& config = engine.config;
   EngineClient& client = *engine.client;
 
-  if (spec.resources().disk_bytes) {
-    // The engine bounds a container's writable layer only on some storage drivers (overlay2 on
-    // xfs with project quotas); a limit that may not hold is refused, never ignored.
-    throw InvalidArgument("resources.disk_bytes: the docker backend cannot bound what a guest "
-                          "writes on this engine's storage; leave it unset, or use the linux "
-                          "backend",
-                          "resources.disk_bytes");
+  const EngineFlavour flavour = state_->describe_engine().flavour;
+  const ResourceLimits& resources = spec.resources();
+  if (resources.disk_bytes) {
+    if (!config.read_only_rootfs) {
+      throw InvalidArgument(
+          "resources.disk_bytes: this docker backend keeps the image's root "
+          "writable (read_only_rootfs is false), on the engine's own storage, "
+          "which nothing bounds; leave it unset, or make the root read-only",
+          "resources.disk_bytes");
+    }
+    if (*resources.disk_bytes < kMinimumDiskBytes) {
+      throw InvalidArgument(
+          "resources.disk_bytes: at least 16 MiB (it is shared by every "
+          "writable place of the sandbox)",
+          "resources.disk_bytes");
+    }
   }
+  const StorageLayout storage =
+      plan_storage(spec.work_dir(), resources.disk_bytes.value_or(config.disk_bytes), flavour);
   std::string image = spec.image_id().value_or(spec.image().value_or(config.default_image));
   if (image.empty()) {
     throw InvalidArgument(
@@ -220,8 +225,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
         "egress");
   }
   if (!config.runtime.empty()) {
-    const auto runtimes = state_->engine_runtime_list();
-    if (!runtimes.contains(config.runtime)) {
+    if (!state_->describe_engine().runtimes.contains(config.runtime)) {
       throw BackendError("the container engine has no runtime named '" + config.runtime + "'");
     }
   }
@@ -241,7 +245,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   }
 
   EgressTopology topology;
-  if (allowlist) topology = ensure_egress(engine, name, spec, labels, /*fresh=*/!existing);
+  if (allowlist) topology = ensure_egress(engine, name, spec, labels, /*fresh=*/!existing, flavour);
 
   std::string id;
   bool created_here = false;
@@ -254,6 +258,8 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
     if (!existing->running) {
       try {
         start_container(client, id);
+        // Its storage was a tmpfs, and went with the stop.
+        make_directories(client, id, storage.work_base, storage.work_directories);
       } catch (const Error&) {
         // A container that will not start again is replaced, not handed out dead.
         remove_container(client, id);
@@ -267,9 +273,14 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       ContainerRequest request;
       request.name = name;
       request.image = image;
-      request.entrypoint = {"sleep", "infinity"};
+      request.entrypoint = {"/bin/sh", "-c", kKeeperScript};
       request.labels = labels;
       request.environment = config.environment;
+      // A read-only root leaves the image's home unwritable, and programs write there (caches,
+      // dotfiles): HOME is the bounded /tmp, as on the linux backend, unless configured.
+      if (config.read_only_rootfs && !request.environment.contains("HOME")) {
+        request.environment["HOME"] = "/tmp";
+      }
       request.network_mode = allowlist ? topology.network : "none";
       request.pids_limit = spec.resources().pids.value_or(config.pids_limit);
       request.memory_bytes =
@@ -279,6 +290,14 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       request.read_only_rootfs = config.read_only_rootfs;
       request.init = config.init;
       request.runtime = config.runtime;
+      request.flavour = flavour;
+      request.sandbox = true;
+      request.ptys = config.ptys;
+      request.storage = storage.mounts;
+      request.shm_bytes = storage.shm_bytes;
+      request.storage_labels = labels_for(key, spec, kRoleStorage);
+      const SeccompOption seccomp(flavour);
+      request.seccomp = seccomp.value();
       auto created = create_container(client, request);
       if (!created) {
         // Another process created it between our look and our create: adopt theirs. The engine
@@ -294,11 +313,13 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
         }
         id = adopted->id;
         if (!adopted->running) start_container(client, id);
+        make_directories(client, id, storage.work_base, storage.work_directories);
       } else {
         id = *created;
         created_here = true;
         try {
           start_container(client, id);
+          make_directories(client, id, storage.work_base, storage.work_directories);
         } catch (...) {
           remove_container(client, id);
           throw;
@@ -324,6 +345,13 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   }
 
   SandboxIdentity identity{id, name, key, spec.kind(), spec.work_dir(), topology.environment};
+  // The keeper stops every command in place (see force_stop) under runc, whose processes the
+  // engine's process list shows as they are, and with the engine's init, which reaps what the
+  // keeper kills; otherwise a forced stop restarts the container.
+  identity.stop_in_place = (config.runtime.empty() || config.runtime == "runc") && config.init;
+  identity.keeper_processes = 2;
+  identity.storage_base = storage.work_base;
+  identity.work_directories = storage.work_directories;
   return std::make_shared<DockerSandbox>(state_->engine, std::move(identity));
 }
 

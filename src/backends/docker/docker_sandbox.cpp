@@ -1,6 +1,8 @@
 #include "backends/docker/docker_sandbox.hpp"
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
@@ -104,13 +106,46 @@ std::string DockerSandbox::archive_path(const std::string& absolute) const {
   return "/containers/" + identity_.container_id + "/archive?path=" + url_encode(absolute);
 }
 
+bool DockerSandbox::stop_in_place() noexcept {
+  if (!identity_.stop_in_place) return false;
+  try {
+    EngineClient& client = *engine_->client;
+    const std::string base = "/containers/" + identity_.container_id;
+    // The engine signals PID 1, and the init (or the keeper as PID 1) hands it to the keeper,
+    // which kills every process it may: all but itself and the init. Nothing has to start in
+    // the container for that, so a full pids cgroup cannot stop it. Confirmed when the
+    // engine's list holds only the init and the keeper; asked again if not.
+    for (int round = 0; round < 3; ++round) {
+      if (client.call("POST", base + "/kill?signal=SIGUSR1").status != 204) return false;
+      for (int poll = 0; poll < 20; ++poll) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const auto processes = count_processes(client, identity_.container_id);
+        if (processes && *processes <= identity_.keeper_processes) return true;
+      }
+    }
+  } catch (...) {
+  }
+  return false;
+}
+
 bool DockerSandbox::force_stop() noexcept {
+  if (stop_in_place()) return true;
   try {
     // t=0: SIGKILL to PID 1 at once, which ends every process in the container's pid namespace;
-    // then the keeper starts again and the files are still there.
+    // then the keeper starts again. The storage is a tmpfs: it starts empty, and the work dir
+    // is made again.
     const EngineResponse response =
         engine_->client->call("POST", "/containers/" + identity_.container_id + "/restart?t=0");
-    if (response.status == 204) return true;
+    if (response.status == 204) {
+      try {
+        make_directories(*engine_->client, identity_.container_id, identity_.storage_base,
+                         identity_.work_directories);
+      } catch (...) {
+        // The processes are stopped, which is what was asked; a later exec in the work dir
+        // says NotFound.
+      }
+      return true;
+    }
   } catch (...) {
   }
   return remove_container(*engine_->client, identity_.container_id);

@@ -24,6 +24,13 @@ struct SandboxIdentity {
   std::string work_dir;
   // Added to every exec's environment (the proxy variables of an allowlist sandbox).
   std::vector<std::pair<std::string, std::string>> environment;
+  // A forced stop asks the keeper to kill every other process (and confirms it from the
+  // engine's process list: at most `keeper_processes` left); otherwise it restarts.
+  bool stop_in_place = true;
+  std::size_t keeper_processes = 2;
+  // The storage a restart empties, and the work dir to make in it again.
+  std::string storage_base;
+  std::vector<std::string> work_directories;
 };
 
 class DockerSandbox final : public Sandbox {
@@ -57,9 +64,11 @@ class DockerSandbox final : public Sandbox {
   // The host plane's root when it applies (see DockerConfig::file_plane), else nullptr.
   std::shared_ptr<const HostRoot> host_root();
   std::string archive_path(const std::string& absolute) const;
-  // Kill every process in the container by restarting it (the files survive); removal when a
-  // restart fails. The one stop that is certain through the Engine API. Never throws.
+  // Kill every process in the container but its init and keeper: the keeper's own kill, confirmed
+  // from the engine's process list (the files survive); a restart when that is not confirmed
+  // (the storage, a tmpfs, starts empty again); removal when a restart fails. Never throws.
   bool force_stop() noexcept;
+  bool stop_in_place() noexcept;
 
   std::shared_ptr<EngineContext> engine_;
   SandboxIdentity identity_;

@@ -5,6 +5,7 @@
 
 #include "airlock/errors.hpp"
 #include "backends/docker/containers.hpp"
+#include "backends/docker/seccomp_profile.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -109,7 +110,8 @@ std::string egress_proxy_name(const std::string& container_name) {
 
 EgressTopology ensure_egress(EngineContext& engine, const std::string& container_name,
                              const SandboxSpec& spec,
-                             const std::map<std::string, std::string>& labels, bool fresh) {
+                             const std::map<std::string, std::string>& labels, bool fresh,
+                             EngineFlavour flavour) {
   EngineClient& client = *engine.client;
   const DockerConfig& config = engine.config;
   const std::string network = egress_network_name(container_name);
@@ -132,6 +134,11 @@ EgressTopology ensure_egress(EngineContext& engine, const std::string& container
       request.network_mode = network;
       request.pids_limit = 256;
       request.init = false;
+      // The proxy parses what the guest sends it, and holds the only way out: it runs under the
+      // guest's seccomp policy too.
+      request.flavour = flavour;
+      const SeccompOption seccomp(flavour);
+      request.seccomp = seccomp.value();
       const auto created = create_container(client, request);
       // A 409 means a parallel acquire created it: theirs is adopted below.
       if (created) connect_network(client, config.proxy_outbound_network, *created, {});

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "airlock/records.hpp"
+#include "backends/docker/containers.hpp"
 #include "backends/docker/engine_context.hpp"
 
 namespace airlock::docker {
@@ -28,7 +29,8 @@ std::string egress_proxy_name(const std::string& container_name);
 // quietly turn an allowlist into a closed sandbox.
 EgressTopology ensure_egress(EngineContext& engine, const std::string& container_name,
                              const SandboxSpec& spec,
-                             const std::map<std::string, std::string>& labels, bool fresh);
+                             const std::map<std::string, std::string>& labels, bool fresh,
+                             EngineFlavour flavour);
 
 // Remove the proxy and the network of a sandbox (by its container name). Never throws.
 void remove_egress(EngineContext& engine, const std::string& container_name) noexcept;

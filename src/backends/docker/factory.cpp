@@ -16,7 +16,8 @@ using nlohmann::json;
 constexpr const char* kKnownKeys =
     "host, api_version_max, tls, tls_ca_file, tls_cert_file, tls_key_file, tls_verify, "
     "default_image, pull_missing_images, request_timeout_seconds, pull_timeout_seconds, "
-    "pids_limit, memory, cpus, read_only_rootfs, init, env, runtime, run_code_interpreter, "
+    "pids_limit, memory, cpus, read_only_rootfs, disk_bytes, ptys, init, env, runtime, "
+    "run_code_interpreter, "
     "proxy_image, proxy_outbound_network, proxy_ready_timeout_seconds, "
     "proxy_allow_nonglobal_for_tests, proxy_allowed_ports, max_exec_output_bytes, "
     "list_max_archive_bytes, file_plane";
@@ -123,6 +124,14 @@ DockerConfig parse_docker_config(const json& config, std::string_view where) {
       out.cpu_millis = static_cast<std::uint64_t>(std::llround(value.get<double>() * 1000.0));
     } else if (key == "read_only_rootfs") {
       out.read_only_rootfs = bool_value(value, path);
+    } else if (key == "disk_bytes") {
+      out.disk_bytes = bytes_value(value, path);
+      if (out.disk_bytes < kMinimumDiskBytes) {
+        throw InvalidArgument(path + ": at least 16 MiB (it is shared by every writable place)",
+                              path);
+      }
+    } else if (key == "ptys") {
+      out.ptys = bool_value(value, path);
     } else if (key == "init") {
       out.init = bool_value(value, path);
     } else if (key == "env") {

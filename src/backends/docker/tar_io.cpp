@@ -55,6 +55,22 @@ void write_header(archive* writer, const std::string& path, unsigned type, unsig
 
 }  // namespace
 
+std::string build_directory_archive(const std::vector<std::string>& directories) {
+  std::string out;
+  Archive writer{archive_write_new(), true};
+  archive_write_set_format_pax_restricted(writer.handle);
+  archive_write_set_bytes_in_last_block(writer.handle, 1);
+  if (archive_write_open(writer.handle, &out, nullptr, append_to_string, nullptr) != ARCHIVE_OK) {
+    throw BackendError("the archive for a write could not be started");
+  }
+  for (const auto& directory : directories)
+    write_header(writer.handle, directory, AE_IFDIR, 0755, 0);
+  if (archive_write_close(writer.handle) != ARCHIVE_OK) {
+    throw BackendError("the archive for a write could not be finished");
+  }
+  return out;
+}
+
 std::string build_file_archive(const std::vector<std::string>& directories, const std::string& file,
                                std::string_view content) {
   std::string out;

@@ -19,6 +19,9 @@ namespace airlock::docker {
 
 class EngineDownload;
 
+// A tar holding only `directories` (relative, parents first, mode 0755, owner root).
+std::string build_directory_archive(const std::vector<std::string>& directories);
+
 // A tar holding `directories` (relative, parents first, mode 0755) then the regular file
 // `file` (relative, mode 0644) with `content`. Owner root, mtime now. PAX where names need it.
 std::string build_file_archive(const std::vector<std::string>& directories, const std::string& file,

@@ -6,7 +6,9 @@
 // the kernel after this list was written is unreachable and callers take the fallback they
 // already have for older kernels. The allowed families (files, memory, processes and threads,
 // signals, time reading, sockets, polling, System V and POSIX IPC, self-sandboxing) are listed
-// in seccomp_policy.cpp and docs/backends/linux-seccomp.md with their reasons. Where a family is
+// in src/backends/guest_seccomp_policy.hpp (shared with the docker backend, which renders the
+// same policy as the engine's seccomp profile) and docs/backends/linux-seccomp.md with their
+// reasons. Where a family is
 // only partly safe an argument filter decides: clone without any CLONE_NEW* flag (clone3, whose
 // flags sit in memory a filter cannot read, answers ENOSYS so the C library falls back to
 // clone), socket()/socketpair() for AF_UNIX, AF_INET, AF_INET6 and NETLINK_ROUTE only, ioctl

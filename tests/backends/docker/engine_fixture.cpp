@@ -76,6 +76,10 @@ ExecResult EngineTest::sh(Sandbox& sandbox, const std::string& line,
   return sandbox.exec(Command::shell(line), options);
 }
 
+bool EngineTest::podman() {
+  return client_->call("GET", "/info").body.find("\"BuildahVersion\"") != std::string::npos;
+}
+
 std::optional<ContainerInfo> EngineTest::inspect(const std::string& name_or_id) {
   return inspect_container(*client_, name_or_id);
 }

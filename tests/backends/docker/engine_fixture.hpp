@@ -41,6 +41,8 @@ class EngineTest : public ::testing::Test {
   // Run a shell line in `sandbox` at `working_directory` (timeout 60 s).
   ExecResult sh(Sandbox& sandbox, const std::string& line,
                 const std::string& working_directory = "/");
+  // Whether the engine is Podman's service (its /info carries BuildahVersion).
+  bool podman();
   // The container behind a handle, straight from the engine.
   std::optional<ContainerInfo> inspect(const std::string& name_or_id);
 
