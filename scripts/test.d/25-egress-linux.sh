@@ -64,9 +64,18 @@ else
   chmod 755 "$state"
   mkdir "$state/nobody"
   chown 65534:65534 "$state/nobody"
+  # A non-root backend starts no sandbox without cgroups of its own: delegate a memory and a
+  # pids cgroup to nobody, as an operator would, and remove them with the stage.
+  delegated=()
+  for hierarchy in memory pids; do
+    cgroup=/sys/fs/cgroup/$hierarchy/airlock-stage-25-$$
+    mkdir "$cgroup" && chown 65534:65534 "$cgroup" && delegated+=("$cgroup")
+  done
+  trap 'cleanup; for cgroup in "${delegated[@]}"; do rmdir "$cgroup" 2>/dev/null; done' EXIT
+  ((${#delegated[@]} == 2)) || fail "unprivileged: could not delegate a memory and a pids cgroup to nobody"
   nobody_config="$state/nobody.json"
-  printf '{"linux": {"state_dir": "%s", "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"]}}' \
-    "$state/nobody" >"$nobody_config"
+  printf '{"linux": {"state_dir": "%s", "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"], "delegated_cgroups": ["%s", "%s"]}}' \
+    "$state/nobody" "${delegated[0]}" "${delegated[1]}" >"$nobody_config"
   chmod 644 "$nobody_config"
   nobody_run() {
     as_nobody "$airlock" run --backend-config "$nobody_config" --min-isolation container --quiet "$@"
