@@ -17,9 +17,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   protocol::Op op{};
   std::uint32_t header_flags = 0;
+  std::string secret;
   std::string body;
-  if (protocol::split_request(bytes, op, header_flags, body)) {
-    FUZZ_CHECK(protocol::encode_header(op, header_flags) + body == bytes);
+  if (protocol::split_request(bytes, op, header_flags, secret, body)) {
+    FUZZ_CHECK(secret.size() == protocol::kSecretBytes);
+    FUZZ_CHECK(protocol::encode_header(op, header_flags, secret) + body == bytes);
+    // A secret matches itself and nothing a byte away from it.
+    FUZZ_CHECK(protocol::same_secret(secret, secret));
+    std::string other = secret;
+    other[body.size() % other.size()] = static_cast<char>(other[body.size() % other.size()] ^ 1);
+    FUZZ_CHECK(!protocol::same_secret(secret, other));
     protocol::ExecRequest request;
     if (protocol::decode_exec(body, request)) {
       FUZZ_CHECK(!request.argv.empty());
