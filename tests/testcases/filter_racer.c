@@ -7,7 +7,8 @@
 //
 // Creates MARKER once it is racing (so the host knows when to start commands), races until the
 // file STOP exists or SECONDS have passed, then prints "watched N attempts M breaches B" and exits
-// 0. Every breach is also printed as "BREACH pid P" the moment it happens.
+// 0 ("caught" counts the commands it saw alive before their filter: the window it raced). Every
+// breach is also printed as "BREACH pid P" the moment it happens.
 //
 // Pids in a fresh pid namespace are handed out in order, so the racer spins on the next few pids
 // before they exist, and is waiting at /proc/PID/mem when a command is cloned.
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   const int self = getpid();
   int next = self + 1;
   int highest = self;  // the highest pid seen alive: every lower one was allocated before it
-  long watched = 0, attempts = 0, breaches = 0;
+  long watched = 0, attempts = 0, breaches = 0, caught = 0;
+  static char seen_unfiltered[kMaxPid];
   int marker = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (marker >= 0) close(marker);
   for (long round = 0;; ++round) {
@@ -86,6 +88,10 @@ int main(int argc, char** argv) {
         existed[pid] = 1;
         const int mode = seccomp_mode(pid);
         close(mem);
+        if (mode == 0 && !seen_unfiltered[pid]) {
+          seen_unfiltered[pid] = 1;
+          ++caught;
+        }
         if (mode == 0) {
           ++breaches;
           printf("BREACH pid %d\n", pid);
@@ -103,10 +109,15 @@ int main(int argc, char** argv) {
       if (!existed[pid]) ++watched;
       existed[pid] = 1;
       const int mode = seccomp_mode(pid);
+      if (mode == 0 && !seen_unfiltered[pid]) {
+        seen_unfiltered[pid] = 1;
+        ++caught;
+      }
       if (mode != 0) done[pid] = 1;
     }
     while (next < kMaxPid && done[next]) ++next;
   }
-  printf("watched %ld attempts %ld breaches %ld\n", watched, attempts, breaches);
+  printf("watched %ld attempts %ld breaches %ld caught %ld\n", watched, attempts, breaches,
+         caught);
   return 0;
 }

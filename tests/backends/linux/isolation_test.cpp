@@ -282,14 +282,18 @@ TEST_F(IsolationTest, NoGuestProcessCanStripACommandsFilterBeforeExecve) {
   EXPECT_EQ(filtered, kCommands) << unfiltered;
   EXPECT_EQ(attack.exit_code, 0) << attack.stderr_bytes;
   EXPECT_EQ(attack.stdout_bytes.find("BREACH"), std::string::npos) << attack.stdout_bytes;
-  // The racer really raced: it caught most commands alive (a loaded machine may deschedule it
-  // past a few), and tried their memory many times each.
-  long watched = 0, attempts = 0, breaches = -1;
+  // The racer really raced: it saw commands alive before their filter — in the very window it
+  // attacks — and tried their memory many times. (How many it catches depends on how often a
+  // loaded machine deschedules it; on 0930ded it got in on 156 of 200.)
+  long watched = 0, attempts = 0, breaches = -1, caught = 0;
   const auto summary = attack.stdout_bytes.find("watched ");
   ASSERT_NE(summary, std::string::npos) << attack.stdout_bytes;
-  std::sscanf(attack.stdout_bytes.c_str() + summary, "watched %ld attempts %ld breaches %ld",
-              &watched, &attempts, &breaches);
-  EXPECT_GE(watched, kCommands / 2) << attack.stdout_bytes;
+  std::sscanf(attack.stdout_bytes.c_str() + summary,
+              "watched %ld attempts %ld breaches %ld caught %ld", &watched, &attempts, &breaches,
+              &caught);
+  EXPECT_GE(watched, kCommands / 10) << attack.stdout_bytes;
+  EXPECT_GE(caught, 5) << "the racer never reached a command before its filter: "
+                       << attack.stdout_bytes;
   EXPECT_GT(attempts, 10 * kCommands) << attack.stdout_bytes;
   EXPECT_EQ(breaches, 0) << attack.stdout_bytes;
 }
