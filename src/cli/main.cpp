@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "airlock/error_table.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
 #include "cli/command.hpp"
@@ -44,18 +45,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     const int code = app.exit(error);
     return code == 0 ? 0 : cli::kExitAirlockError;
-  } catch (const Timeout& error) {
-    if (context.json) {
-      std::cout << json::error_to_json(error).dump() << std::endl;
-    }
-    std::cerr << "airlock: " << error.message() << std::endl;
-    return cli::kExitTimeout;
   } catch (const Error& error) {
     if (context.json) {
       std::cout << json::error_to_json(error).dump() << std::endl;
     }
-    std::cerr << "airlock: " << error.type() << ": " << error.message() << std::endl;
-    return cli::kExitAirlockError;
+    // The exit code is the error table's: 124 for the timeouts, 125 for everything else.
+    const int code = error_kind_of(error).exit_code;
+    if (code == cli::kExitTimeout) {
+      std::cerr << "airlock: " << error.message() << std::endl;
+    } else {
+      std::cerr << "airlock: " << error.type() << ": " << error.message() << std::endl;
+    }
+    return code;
   } catch (const std::exception& error) {
     std::cerr << "airlock: " << error.what() << std::endl;
     return cli::kExitAirlockError;

@@ -70,14 +70,14 @@ HandleRecord Api::record_for(const HttpRequest& request) const {
   const std::string& handle = request.params.at("handle");
   auto record = store_.find(handle);
   if (!record) {
-    throw HttpError(404, "SandboxHandleNotFound",
+    throw HttpError("SandboxHandleNotFound",
                     "no sandbox handle '" + handle +
                         "' is known here (acquire with POST /v1/sandboxes; a purge or dispose "
                         "forgets handles)",
                     "params.handle");
   }
   if (!router_.enabled() || router_.backend()->name() != record->backend) {
-    throw HttpError(409, "SandboxHandleConflict",
+    throw HttpError("SandboxHandleConflict",
                     "handle '" + handle + "' was served by backend '" + record->backend +
                         "', which is not the backend this daemon serves with",
                     "params.handle");
@@ -141,7 +141,7 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   record.created_at = unix_now();
   if (auto existing = store_.find(record.handle);
       existing && json::to_json(*existing->spec) != json::to_json(*spec)) {
-    throw HttpError(409, "SandboxHandleConflict",
+    throw HttpError("SandboxHandleConflict",
                     "this key already has a '" + spec->kind() +
                         "' sandbox with this egress posture under a different spec; dispose "
                         "it first (DELETE /v1/sandboxes/" +
@@ -162,7 +162,7 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   record.instance_id = sandbox->instance_id();
   const auto outcome = store_.put_compatible(record);
   if (outcome == HandleStore::PutOutcome::conflict) {
-    throw HttpError(409, "SandboxHandleConflict",
+    throw HttpError("SandboxHandleConflict",
                     "a concurrent acquire recorded this handle under a different spec",
                     "body.spec");
   }

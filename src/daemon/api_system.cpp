@@ -119,7 +119,7 @@ HttpResponse Api::backend_sandboxes(const HttpRequest& request) {
     }
     return HttpResponse::json(200, {{"backend", name}, {"sandboxes", list}});
   }
-  throw HttpError(404, "NotFound", "no backend named '" + name + "' is registered",
+  throw HttpError("NotFound", "no backend named '" + name + "' is registered",
                   "params.backend");
 }
 

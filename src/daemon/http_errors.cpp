@@ -2,12 +2,22 @@
 
 #include <cerrno>
 
+#include "airlock/error_table.hpp"
 #include "airlock/shell_roads.hpp"
 
 namespace airlock::daemon {
 
+HttpError::HttpError(std::string type, std::string message, std::string check)
+    : InvalidArgument(std::move(type), std::move(message), std::move(check)) {
+  const ErrorKind* kind = find_error_kind(this->type());
+  status_ = kind ? kind->http_status : 500;
+}
+
 int http_status_for(const std::exception& error) noexcept {
   if (const auto* http = dynamic_cast<const HttpError*>(&error)) return http->status();
+  const auto* ours = dynamic_cast<const Error*>(&error);
+  if (!ours) return 500;
+  // Two kinds refine the table's status by what they carry.
   if (const auto* refused = dynamic_cast<const FileRefused*>(&error)) {
     switch (refused->refusal()) {
       case FileRefusal::not_found:
@@ -21,13 +31,10 @@ int http_status_for(const std::exception& error) noexcept {
     }
     return 400;
   }
-  if (dynamic_cast<const QueuedTimeout*>(&error)) return 503;
-  if (dynamic_cast<const Timeout*>(&error)) return 504;
-  if (dynamic_cast<const NotFound*>(&error)) return 404;
-  if (dynamic_cast<const IsADirectory*>(&error)) return 409;
-  if (dynamic_cast<const NotADirectory*>(&error)) return 409;
-  if (const auto* system = dynamic_cast<const SystemError*>(&error)) {
-    switch (system->error_number()) {
+  const ErrorKind& kind = error_kind_of(*ours);
+  if (kind.type == "SystemError") {
+    const auto& system = static_cast<const SystemError&>(*ours);
+    switch (system.error_number()) {
       case EACCES:
       case EPERM:
         return 403;
@@ -44,22 +51,7 @@ int http_status_for(const std::exception& error) noexcept {
         return 500;
     }
   }
-  if (dynamic_cast<const InvalidArgument*>(&error)) return 400;
-  if (dynamic_cast<const RouterRefusal*>(&error)) return 403;
-  if (dynamic_cast<const NoSandboxBackend*>(&error)) return 503;
-  if (dynamic_cast<const TransferCapExceeded*>(&error)) return 413;
-  // The sandbox's state does not satisfy its declared outputs (missing, not regular, a name
-  // that cannot be delivered, two that collide).
-  if (dynamic_cast<const OutputError*>(&error)) return 422;
-  // A shell road's command ended badly (Failed: nothing landed) or its end is unknown
-  // (Unfinished: the caller condemns).
-  if (dynamic_cast<const ShellTransferFailed*>(&error)) return 502;
-  if (dynamic_cast<const ShellTransferUnfinished*>(&error)) return 502;
-  if (dynamic_cast<const ExecOutputLimitExceeded*>(&error)) return 422;
-  if (dynamic_cast<const NotSupported*>(&error)) return 501;
-  if (dynamic_cast<const BackendError*>(&error)) return 502;
-  if (dynamic_cast<const Error*>(&error)) return 500;
-  return 500;
+  return kind.http_status;
 }
 
 std::optional<FileRefusal> file_refusal_of(const std::exception& error) noexcept {

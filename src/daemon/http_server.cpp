@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "airlock/encoding.hpp"
+#include "airlock/error_table.hpp"
 #include "airlock/errors.hpp"
 #include "daemon/http_errors.hpp"
 
@@ -185,19 +186,19 @@ struct Callbacks {
     HttpServer& server = *listener.server;
     if (state.connection && state.connection->nul_escape) {
       state.connection->nul_escape = false;
-      return error_response(HttpError(400, "InvalidArgument",
+      return error_response(HttpError("InvalidArgument",
                                       "the URL contains a percent-encoded NUL byte, which no "
                                       "path or parameter may carry",
                                       "url"));
     }
     if (!server.accepting()) {
       return HttpResponse::json(
-          503,
+          find_error_kind("DaemonDraining")->http_status,
           {{"error", {{"type", "DaemonDraining"}, {"message", "the daemon is shutting down"}}}});
     }
     if (listener.tcp && !server.authorized(connection)) {
       HttpResponse refused = error_response(
-          HttpError(401, "Unauthorized", "a bearer token is required over TCP", "Authorization"));
+          HttpError("Unauthorized", "a bearer token is required over TCP", "Authorization"));
       refused.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"airlockd\"");
       return refused;
     }
@@ -206,10 +207,10 @@ struct Callbacks {
     MHD_get_connection_values_n(connection, MHD_GET_ARGUMENT_KIND, &read_query, &reader);
     if (reader.nul) {
       return error_response(
-          HttpError(400, "InvalidArgument", "a query parameter contains a NUL byte", "query"));
+          HttpError("InvalidArgument", "a query parameter contains a NUL byte", "query"));
     }
     if (!reader.duplicate.empty()) {
-      return error_response(HttpError(400, "InvalidArgument",
+      return error_response(HttpError("InvalidArgument",
                                       "query parameter '" + reader.duplicate + "' is given twice",
                                       "query." + reader.duplicate));
     }
@@ -217,13 +218,12 @@ struct Callbacks {
     const auto match = server.routes_.match(state.request.method, state.request.path);
     if (!match.route) {
       if (match.allowed.empty()) {
-        return error_response(HttpError(
-            404, "NotFound", "no route " + state.request.method + " " + state.request.path, "url"));
+        return error_response(HttpError("NotFound", "no route " + state.request.method + " " + state.request.path, "url"));
       }
       std::string allowed;
       for (const auto& method : match.allowed) allowed += (allowed.empty() ? "" : ", ") + method;
       HttpResponse refused =
-          error_response(HttpError(405, "MethodNotAllowed",
+          error_response(HttpError("MethodNotAllowed",
                                    state.request.path + " does not take " + state.request.method +
                                        " (allowed: " + allowed + ")",
                                    "method"));
@@ -257,10 +257,10 @@ struct Callbacks {
       const unsigned long long declared = std::strtoull(length, &end, 10);
       if (errno != 0 || end == length || *end != '\0') {
         return error_response(
-            HttpError(400, "InvalidArgument", "Content-Length is not a number", "Content-Length"));
+            HttpError("InvalidArgument", "Content-Length is not a number", "Content-Length"));
       }
       if (declared > state.body_cap) {
-        return error_response(HttpError(413, "RequestBodyTooLarge",
+        return error_response(HttpError("RequestBodyTooLarge",
                                         "the request body of " + std::to_string(declared) +
                                             " bytes exceeds this route's cap of " +
                                             std::to_string(state.body_cap) + " bytes",

@@ -3,6 +3,7 @@
 // refusal never as a plain ValueError; every typed field of the C++ error is copied over.
 #include "errors.hpp"
 
+#include "airlock/error_table.hpp"
 #include "airlock/errors.hpp"
 #include "convert.hpp"
 
@@ -27,46 +28,9 @@ py::object optional_bool(std::optional<bool> value) {
 }  // namespace
 
 const char* python_class_name(const Error& error) {
-  // Most-derived first: each test below must come before the test of any base it has.
-  if (as<ConfinementError>(error)) return "ConfinementError";
-  if (as<HostToolNotDeclared>(error)) return "HostToolNotDeclared";
-  if (as<HostToolIdentityNotAllowed>(error)) return "HostToolIdentityNotAllowed";
-  if (as<InvalidArgument>(error)) return "InvalidArgument";
-  if (as<QueuedTimeout>(error)) return "SandboxQueuedTimeout";
-  if (as<ProgramTimeout>(error)) return "SandboxProgramTimeout";
-  if (as<Timeout>(error)) return "SandboxTimeout";
-  if (as<NotFound>(error)) return "NotFound";
-  if (as<NotADirectory>(error)) return "NotADirectory";
-  if (as<IsADirectory>(error)) return "IsADirectory";
-  if (as<SystemError>(error)) return "SandboxSystemError";
-  if (as<BackendNotPermitted>(error)) return "SandboxBackendNotPermitted";
-  if (as<CapabilityNotSupported>(error)) return "SandboxCapabilityNotSupported";
-  if (as<OsFamilyNotSupported>(error)) return "SandboxOsFamilyNotSupported";
-  if (as<CapabilityDenied>(error)) return "SandboxCapabilityDenied";
-  if (as<IdentityDenied>(error)) return "SandboxIdentityDenied";
-  if (as<EgressNotEnforced>(error)) return "SandboxEgressNotEnforced";
-  if (as<TransferLimitsNotPermitted>(error)) return "SandboxTransferLimitsNotPermitted";
-  if (as<RouterRefusal>(error)) return "RouterRefusal";
-  if (as<NoSandboxBackend>(error)) return "NoSandboxBackend";
-  if (as<OutputMissing>(error)) return "SandboxOutputMissing";
-  if (as<OutputNotConfined>(error)) return "SandboxOutputNotConfined";
-  if (as<OutputNotRegular>(error)) return "SandboxOutputNotRegular";
-  if (as<OutputSizeUnknown>(error)) return "SandboxOutputSizeUnknown";
-  if (as<OutputUnreachable>(error)) return "SandboxOutputUnreachable";
-  if (as<LandingNotConfined>(error)) return "SandboxLandingNotConfined";
-  if (as<OutputSinkRequired>(error)) return "SandboxOutputSinkRequired";
-  if (as<ArtifactNameInvalid>(error)) return "SandboxArtifactNameInvalid";
-  if (as<ArtifactNameCollision>(error)) return "SandboxArtifactNameCollision";
-  if (as<TransferCapExceeded>(error)) return "SandboxTransferCapExceeded";
-  if (as<OutputError>(error)) return "SandboxOutputError";
-  if (as<ExecOutputLimitExceeded>(error)) return "SandboxExecOutputLimitExceeded";
-  if (as<FileRefused>(error)) return "SandboxFileRefused";
-  if (as<ShellTransferFailed>(error)) return "SandboxShellTransferFailed";
-  if (as<ShellTransferUnfinished>(error)) return "SandboxShellTransferUnfinished";
-  if (as<NotSupported>(error)) return "NotSupported";
-  if (as<BackendError>(error)) return "BackendError";
-  if (as<ConformanceFailure>(error)) return "ConformanceFailure";
-  return "AirlockError";
+  // The error table's class for the error's kind; every kind of ours has one.
+  const ErrorKind& kind = error_kind_of(error);
+  return kind.python_class.empty() ? "AirlockError" : kind.python_class.data();
 }
 
 py::object to_python_error(const Error& error) {
@@ -138,58 +102,30 @@ void register_error_translator() {
 }
 
 void bind_errors(py::module_& module) {
-  // For tests and tools: which class each C++ error type becomes, proven on real instances.
+  // For tests and tools: which class each C++ error type becomes, proven on real instances
+  // (the error table's example of each kind; "Timeout" and "SystemError" by their wire names).
   module.def("_raise_error", [](const std::string& type, const std::string& message) {
-    if (type == "InvalidArgument") throw InvalidArgument(message, "test");
-    if (type == "ConfinementError") throw ConfinementError(message);
-    if (type == "HostToolNotDeclared") throw HostToolNotDeclared(message);
-    if (type == "HostToolIdentityNotAllowed") throw HostToolIdentityNotAllowed(message);
-    if (type == "SystemError") throw SystemError(message, 5, "/guest/path");
-    if (type == "NotFound") throw NotFound(message, "/guest/missing");
-    if (type == "NotADirectory") throw NotADirectory(message, "/guest/file");
-    if (type == "IsADirectory") throw IsADirectory(message, "/guest/dir");
-    if (type == "Timeout") throw Timeout(message, true, "partial out", "partial err");
-    if (type == "SandboxQueuedTimeout") throw QueuedTimeout(message);
-    if (type == "SandboxProgramTimeout") {
-      throw ProgramTimeout(message, "so far", SignalOutcome::sent, SignalReach::group);
+    const ErrorKind* kind = find_error_kind(type);
+    if (!kind || !kind->raise_example) {
+      throw InvalidArgument("_raise_error: unknown type \"" + type + "\"", "type");
     }
-    if (type == "SandboxBackendNotPermitted") throw BackendNotPermitted(message, "isolation-floor");
-    if (type == "SandboxCapabilityNotSupported") {
-      throw CapabilityNotSupported(message, "capabilities");
+    kind->raise_example(message);
+  });
+  // The table itself, so the Python suite can hold airlock/errors.py to it.
+  module.def("_error_kinds", [] {
+    py::list kinds;
+    for (const auto& kind : error_kinds()) {
+      py::dict item;
+      item["type"] = std::string(kind.type);
+      item["parent"] = std::string(kind.parent);
+      item["python_class"] = std::string(kind.python_class);
+      item["http_status"] = kind.http_status;
+      item["exit_code"] = kind.exit_code;
+      item["concrete"] = kind.concrete;
+      item["raisable"] = kind.raise_example != nullptr;
+      kinds.append(item);
     }
-    if (type == "SandboxOsFamilyNotSupported") throw OsFamilyNotSupported(message, "os-family");
-    if (type == "SandboxCapabilityDenied") throw CapabilityDenied(message, "denied-capabilities");
-    if (type == "SandboxIdentityDenied") throw IdentityDenied(message, "denied-identities");
-    if (type == "SandboxEgressNotEnforced") throw EgressNotEnforced(message, "egress");
-    if (type == "SandboxTransferLimitsNotPermitted") {
-      throw TransferLimitsNotPermitted(message, "transfer-limits");
-    }
-    if (type == "NoSandboxBackend") throw NoSandboxBackend(message);
-    if (type == "SandboxOutputMissing") throw OutputMissing(message);
-    if (type == "SandboxOutputNotConfined") throw OutputNotConfined(message);
-    if (type == "SandboxOutputNotRegular") throw OutputNotRegular(message);
-    if (type == "SandboxOutputSizeUnknown") throw OutputSizeUnknown(message);
-    if (type == "SandboxOutputUnreachable") throw OutputUnreachable(message);
-    if (type == "SandboxLandingNotConfined") throw LandingNotConfined(message);
-    if (type == "SandboxOutputSinkRequired") throw OutputSinkRequired(message);
-    if (type == "SandboxArtifactNameInvalid") throw ArtifactNameInvalid(message, "length");
-    if (type == "SandboxArtifactNameCollision") throw ArtifactNameCollision(message);
-    if (type == "SandboxTransferCapExceeded") {
-      throw TransferCapExceeded("files_out.max_bytes_per_file", message, 10, 11);
-    }
-    if (type == "SandboxExecOutputLimitExceeded") throw ExecOutputLimitExceeded(64, true);
-    if (type == "SandboxFileRefused") {
-      throw FileRefused(FileRefusal::not_found, "/guest/x", message);
-    }
-    if (type == "SandboxShellTransferFailed") throw ShellTransferFailed(message);
-    if (type == "SandboxShellTransferUnfinished") throw ShellTransferUnfinished(message, true);
-    if (type == "NotSupported") throw NotSupported(message);
-    if (type == "BackendError") throw BackendError(message, "provider detail");
-    if (type == "ConformanceFailure") {
-      throw ConformanceFailure({{"a-probe", "what it proves", message}});
-    }
-    if (type == "Error") throw Error("Error", message);
-    throw InvalidArgument("_raise_error: unknown type \"" + type + "\"", "type");
+    return kinds;
   });
 }
 

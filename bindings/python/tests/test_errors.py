@@ -115,3 +115,37 @@ def test_typed_fields_cross_over():
     with pytest.raises(errors.SandboxExecOutputLimitExceeded) as overflow:
         _airlock._raise_error("SandboxExecOutputLimitExceeded", "")
     assert overflow.value.limit == 64 and overflow.value.kill_confirmed is True
+
+
+# ---- the error table (include/airlock/error_table.hpp) ----------------------------------------
+
+KINDS = _airlock._error_kinds()
+PYTHON_KINDS = [kind for kind in KINDS if kind["python_class"]]
+
+
+def test_every_kind_of_the_table_has_its_python_class_under_its_parents_class():
+    by_type = {kind["type"]: kind for kind in KINDS}
+    for kind in PYTHON_KINDS:
+        cls = getattr(errors, kind["python_class"], None)
+        assert isinstance(cls, type) and issubclass(cls, errors.AirlockError), kind
+        if kind["parent"]:
+            parent = getattr(errors, by_type[kind["parent"]]["python_class"])
+            assert issubclass(cls, parent), f"{cls.__name__} is not a {parent.__name__}"
+        if kind["concrete"]:
+            assert cls.type == kind["type"], f"{cls.__name__}.type is {cls.type!r}"
+
+
+def test_every_python_error_class_is_a_kind_of_the_table():
+    in_table = {kind["python_class"] for kind in PYTHON_KINDS}
+    declared = {name for name in errors.__all__}
+    assert declared - in_table == set(), "classes the table does not know"
+    assert in_table - declared == set(), "kinds airlock.errors lacks"
+
+
+def test_every_raisable_kind_is_covered_by_the_cases_above_and_raises_its_class():
+    raisable = {kind["type"]: kind for kind in PYTHON_KINDS if kind["raisable"]}
+    assert set(raisable) == set(CASES), "CASES and the table differ"
+    for type_name, kind in raisable.items():
+        with pytest.raises(errors.AirlockError) as caught:
+            _airlock._raise_error(type_name, "m")
+        assert type(caught.value).__name__ == kind["python_class"]
