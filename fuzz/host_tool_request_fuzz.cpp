@@ -11,7 +11,7 @@
 
 #include "airlock/host_tools.hpp"
 #include "airlock/json.hpp"
-#include "core/host_tool_internal.hpp"
+#include "core/host_tools/host_tool_internal.hpp"
 #include "fuzz_check.hpp"
 
 namespace {

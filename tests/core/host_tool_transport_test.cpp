@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
-#include "core/host_tool_internal.hpp"
+#include "core/host_tools/host_tool_internal.hpp"
 #include "support/host_sandbox.hpp"
 
 namespace airlock {

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "airlock/paths.hpp"
-#include "core/conformance_internal.hpp"
-#include "core/conformance_isolation_host.hpp"
+#include "conformance/conformance_internal.hpp"
+#include "conformance/conformance_isolation_host.hpp"
 
 namespace airlock::conformance {
 namespace detail {

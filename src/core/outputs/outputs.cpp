@@ -8,7 +8,7 @@
 #include <string>
 
 #include "airlock/errors.hpp"
-#include "core/artifact_names_detail.hpp"
+#include "core/outputs/artifact_names_detail.hpp"
 
 namespace airlock {
 namespace {

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "airlock/paths.hpp"
-#include "core/conformance_internal.hpp"
+#include "conformance/conformance_internal.hpp"
 
 namespace airlock::conformance {
 namespace {

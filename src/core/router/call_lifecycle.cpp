@@ -9,7 +9,7 @@
 
 #include "airlock/errors.hpp"
 #include "airlock/router.hpp"
-#include "core/background_worker.hpp"
+#include "core/router/background_worker.hpp"
 
 namespace airlock {
 

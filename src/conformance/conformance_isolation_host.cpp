@@ -1,6 +1,6 @@
 // The host's side of the isolation suite: the probe binary's locator, running it on the host,
 // listeners planted for a guest to (fail to) reach, and the host facts the probes compare with.
-#include "core/conformance_isolation_host.hpp"
+#include "conformance/conformance_isolation_host.hpp"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>

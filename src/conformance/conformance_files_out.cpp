@@ -6,7 +6,7 @@
 
 #include "airlock/outputs.hpp"
 #include "airlock/paths.hpp"
-#include "core/conformance_internal.hpp"
+#include "conformance/conformance_internal.hpp"
 
 namespace airlock::conformance::detail {
 namespace {

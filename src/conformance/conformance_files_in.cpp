@@ -1,5 +1,5 @@
 // The files_in suite: the promises `write_file` states, verified through exec.
-#include "core/conformance_internal.hpp"
+#include "conformance/conformance_internal.hpp"
 
 namespace airlock::conformance::detail {
 namespace {

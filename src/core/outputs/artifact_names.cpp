@@ -10,7 +10,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/outputs.hpp"
 #include "airlock/paths.hpp"
-#include "core/artifact_names_detail.hpp"
+#include "core/outputs/artifact_names_detail.hpp"
 
 namespace airlock {
 namespace {

@@ -1,6 +1,6 @@
 // The files_delete suite: a link is removed, never followed. Every probe plants and checks its
 // own fixtures, so `measure_files_delete_probes` can run them with no gate and no planting.
-#include "core/conformance_internal.hpp"
+#include "conformance/conformance_internal.hpp"
 
 namespace airlock::conformance::detail {
 namespace {

@@ -18,7 +18,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/host_tool_transport.hpp"
 #include "airlock/paths.hpp"
-#include "core/host_tool_internal.hpp"
+#include "core/host_tools/host_tool_internal.hpp"
 
 namespace airlock {
 

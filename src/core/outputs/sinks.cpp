@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
-#include "core/artifact_names_detail.hpp"
+#include "core/outputs/artifact_names_detail.hpp"
 
 namespace airlock {
 namespace {

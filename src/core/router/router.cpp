@@ -5,7 +5,7 @@
 #include <string>
 
 #include "airlock/errors.hpp"
-#include "core/background_worker.hpp"
+#include "core/router/background_worker.hpp"
 
 namespace airlock {
 namespace {
