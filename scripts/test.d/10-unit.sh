@@ -1,6 +1,6 @@
 # Every gtest suite registered with CTest, from the test build (ASan+UBSan unless
 # AIRLOCK_TEST_PRESET says otherwise; see scripts/test-all). Suites that need an engine or the
 # test images say SKIPPED here and run in the stage that provides them (15, 30).
-set -euo pipefail
-build=${AIRLOCK_TEST_BUILD_DIR:-$AIRLOCK_BUILD_DIR}
-ctest --test-dir "$build" --output-on-failure --timeout 900 -j2
+# shellcheck source=scripts/test.d/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+ctest --test-dir "$AIRLOCK_TEST_BUILD_DIR" --output-on-failure --timeout 900 -j2

@@ -1,40 +1,28 @@
 # The linux backend, end to end through the CLI as an operator uses it, then an audit that the
 # whole test run (ctest's linux suites included) left no sandbox behind: no init process, no
 # cgroup, no state directory.
-set -euo pipefail
-airlock="$AIRLOCK_BUILD_DIR/src/cli/airlock"
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: the linux backend's end-to-end stage needs root (CI runs as root)"
-  exit 0
-fi
-state=$(mktemp -d /tmp/airlock-linux-e2e-XXXXXX)
-config=$(mktemp /tmp/airlock-linux-e2e-XXXXXX.json)
-cleanup() {
-  "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1 || true
-  rm -rf "$state" "$config"
-}
-trap cleanup EXIT
-printf '{"linux": {"state_dir": "%s"}}' "$state" > "$config"
-run() { "$airlock" run --backend-config "$config" --min-isolation container --quiet "$@"; }
-fail() { echo "FAILED: $*" >&2; exit 1; }
+# shellcheck source=scripts/test.d/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_root "the linux backend's end-to-end stage"
+linux_backend_config airlock-linux-e2e
 
 # Exit codes: the guest's own, 124 on timeout, 125 when airlock refuses.
-out=$(run -- sh -c 'echo hello; exit 3') && code=0 || code=$?
+out=$(linux_run -- sh -c 'echo hello; exit 3') && code=0 || code=$?
 [[ $code -eq 3 && $out == hello ]] || fail "guest exit code / output ($code, $out)"
-run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
+linux_run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
 [[ $code -eq 124 ]] || fail "timeout exit code ($code)"
 "$airlock" run --backend-config "$config" --quiet -- true 2>/dev/null && code=0 || code=$?
 [[ $code -eq 125 ]] || fail "the default floor (microvm) must refuse the linux backend ($code)"
 
 # Repeatable options take one value each: the command's own flags after `--` stay its own.
 landing=$(mktemp -d /tmp/airlock-linux-e2e-landing-XXXXXX)
-run --put /etc/hostname=h --get out.txt --out "$landing" -- sh -c 'cat h > out.txt' \
-  || { rm -rf "$landing"; fail "--put/--get before a command with its own flags"; }
-cmp -s /etc/hostname "$landing/out.txt" || { rm -rf "$landing"; fail "--get landed the wrong bytes"; }
-rm -rf "$landing"
+remove_on_exit "$landing"
+linux_run --put /etc/hostname=h --get out.txt --out "$landing" -- sh -c 'cat h > out.txt' \
+  || fail "--put/--get before a command with its own flags"
+cmp -s /etc/hostname "$landing/out.txt" || fail "--get landed the wrong bytes"
 
 # The main job.
-job=$(cd "$AIRLOCK_SOURCE_DIR" && AIRLOCK_STATE_DIR="$state" scripts/run-main-job "$AIRLOCK_BUILD_DIR" 2>&1) \
+job=$(AIRLOCK_STATE_DIR="$state" scripts/run-main-job "$AIRLOCK_BUILD_DIR" 2>&1) \
   || fail "the main job: $job"
 grep -q '"network": "unreachable' <<<"$job" || fail "the main job reached the network: $job"
 grep -q '"rates_from": "host tool lookup_rate (demo)"' <<<"$job" \
@@ -42,7 +30,7 @@ grep -q '"rates_from": "host tool lookup_rate (demo)"' <<<"$job" \
 grep -q 'landed report.json at ' <<<"$job" || fail "the main job did not say where it landed: $job"
 
 # Durable state: a kept sandbox is listed, and purge removes it.
-run --keep --scope e2e --thread one -- true
+linux_run --keep --scope e2e --thread one -- true
 "$airlock" ls --backend-config "$config" | grep -q running || fail "ls does not list the kept sandbox"
 [[ $("$airlock" purge --backend-config "$config" --scope e2e) == "removed 1 sandbox" ]] \
   || fail "purge --scope"

@@ -3,33 +3,25 @@
 # and the egress suite against loopback servers included), `airlock run` as an operator uses it, and an audit
 # that nothing of runsc is left behind (processes, cgroups, state). Bounded to a few minutes.
 # (Its ctest suite also runs in stage 10, where the python test skips for want of images.)
-set -euo pipefail
-airlock="$AIRLOCK_BUILD_DIR/src/cli/airlock"
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: the gvisor stage needs root (runsc makes namespaces and cgroups; CI runs as root)"
-  exit 0
-fi
+# shellcheck source=scripts/test.d/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_root "the gvisor stage (runsc makes namespaces and cgroups)"
 if ! command -v runsc >/dev/null && [[ ! -x /usr/bin/runsc ]]; then
-  echo "FAILED: runsc is not installed; scripts/bootstrap --test installs it" >&2
-  exit 1
+  fail "runsc is not installed; scripts/bootstrap --test installs it"
 fi
 work=$(mktemp -d /tmp/airlock-gvisor-stage-XXXXXX)
+remove_on_exit "$work"
 chmod 711 "$work"   # runsc's Gofer runs unprivileged and must pass through to what it binds
 config="$work/backends.json"
-servers=""
-cleanup() {
-  [[ -n $servers ]] && kill "$servers" 2>/dev/null || true
-  "$airlock" purge --all --backend gvisor --backend-config "$config" >/dev/null 2>&1 || true
-  "$airlock" purge --all --backend gvisor --backend-config "$work/egress.json" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() { echo "FAILED: 35-gvisor: $*" >&2; exit 1; }
+# shellcheck disable=SC2016 # expanded when the stage exits
+on_exit '"$airlock" purge --all --backend gvisor --backend-config "$work/egress.json" >/dev/null 2>&1 || true'
+# shellcheck disable=SC2016 # expanded when the stage exits
+on_exit '"$airlock" purge --all --backend gvisor --backend-config "$config" >/dev/null 2>&1 || true'
 
 echo "--- runsc: $(runsc --version 2>&1 | head -1)"
 scripts/build-test-images --only busybox --only python --out "$work/images" >/dev/null
 AIRLOCK_TEST_IMAGES="$work/images" \
-  ctest --test-dir "${AIRLOCK_TEST_BUILD_DIR:-$AIRLOCK_BUILD_DIR}" -R 'PythonImage' --output-on-failure --timeout 300
+  ctest --test-dir "$AIRLOCK_TEST_BUILD_DIR" -R 'PythonImage' --output-on-failure --timeout 300
 
 "$airlock" image import --store "$work/images-store" "$work/images/busybox.tar" >/dev/null
 printf '{"gvisor": {"state_dir": "%s/state", "image_store": "%s/images-store"}}' "$work" "$work" \
@@ -60,9 +52,7 @@ done
 mkdir -p "$curl_root/root"
 echo proxytunnel > "$curl_root/root/.curlrc"
 "$airlock" image import --store "$work/images-store" --name busybox-curl "$curl_root" >/dev/null
-"$AIRLOCK_SOURCE_DIR/tests/support/http_servers.py" "$work/ports" gvisor-egress-ok 127.0.0.2 127.0.0.3 &
-servers=$!
-for _ in $(seq 100); do [[ -s $work/ports ]] && break; sleep 0.1; done
+http_servers "$work/ports" gvisor-egress-ok 127.0.0.2 127.0.0.3
 read -r allowed_port denied_port < "$work/ports" || fail "the egress suite's servers did not start"
 printf '{"gvisor": {"state_dir": "%s/state", "image_store": "%s/images-store", "default_image": "busybox-curl", "egress_ports": [%s, %s], "egress_allow_nonglobal_for_tests": ["127.0.0.0/8"]}}' \
   "$work" "$work" "$allowed_port" "$denied_port" > "$work/egress.json"
@@ -73,8 +63,7 @@ echo "--- airlock conformance --backend gvisor --suite egress"
 grep -Eq '^egress +.* passed' "$work/egress-report.txt" || fail "the egress suite passed no probe"
 ! grep -Eq '^egress +.* (failed|skipped)' "$work/egress-report.txt" ||
   fail "the egress suite did not pass every probe through the CLI"
-kill "$servers" 2>/dev/null || true
-servers=""
+stop_http_servers
 
 # Exit codes as on every backend: the guest's own, 124 on timeout, 125 when airlock refuses.
 out=$(run -- sh -c 'uname -r; exit 3') && code=0 || code=$?

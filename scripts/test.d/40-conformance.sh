@@ -1,25 +1,18 @@
 # The conformance suites through the CLI, against every backend this tree ships that can run
 # here: a fresh sandbox each, every suite, non-zero on any failed probe.
-set -euo pipefail
-airlock="$AIRLOCK_BUILD_DIR/src/cli/airlock"
+# shellcheck source=scripts/test.d/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 echo "--- airlock conformance --backend testing"
 "$airlock" conformance --backend testing
 
 # The linux backend's conformance is required, never optional. Its sandboxes live in a state
 # directory of this stage's own, purged however the stage ends.
-if [[ $(id -u) -ne 0 ]]; then
-  echo "SKIPPED: airlock conformance --backend linux: needs root here (CI runs as root)"
+if ! is_root; then
+  skip_part "airlock conformance --backend linux: needs root here (CI runs as root)"
   exit 0
 fi
-state=$(mktemp -d /tmp/airlock-conformance-linux-XXXXXX)
-config=$(mktemp /tmp/airlock-conformance-linux-XXXXXX.json)
-cleanup() {
-  "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1 || true
-  rm -rf "$state" "$config"
-}
-trap cleanup EXIT
-printf '{"linux": {"state_dir": "%s"}}' "$state" >"$config"
+linux_backend_config airlock-conformance-linux
 # Every suite, the isolation suite included (its probes run inside the sandbox and a second
 # one): a probe that gets through fails the stage, as any other failed probe does.
 echo "--- airlock conformance --backend linux"

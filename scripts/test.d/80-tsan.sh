@@ -6,8 +6,8 @@
 #
 # Every other suite already ran under ASan+UBSan: the test build of stages 10–35 is the `asan`
 # preset (scripts/test-all).
-set -euo pipefail
-cd "$AIRLOCK_SOURCE_DIR"
+# shellcheck source=scripts/test.d/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 targets=(core_concurrency_tests core_outputs_tests egress_tests)
