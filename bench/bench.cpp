@@ -1,7 +1,9 @@
-// airlock bench: every registered bench group, one run, printed as stats and ratios.
+// airlock-bench: every registered bench group, one run, printed as stats and ratios; and what the
+// groups share (see bench.hpp).
+#include "bench.hpp"
+
 #include <fcntl.h>
 #include <spawn.h>
-#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,13 +13,9 @@
 #include <iostream>
 #include <map>
 
-#include "cli/bench.hpp"
-#include "cli/command.hpp"
-#include "cli/common.hpp"
-
 extern char** environ;
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 struct Group {
@@ -36,13 +34,9 @@ double percentile(std::vector<double> samples, double fraction) {
   return samples[index];
 }
 
-struct BenchOptions {
-  std::vector<std::string> only;
-  bool quick = false;
-  bool list = false;
-};
+}  // namespace
 
-int run_bench(const BenchOptions& options, const Context& context) {
+int run_bench(const BenchOptions& options) {
   if (options.list) {
     for (const auto& [name, group] : groups())
       std::cout << name << "\t" << group.description << "\n";
@@ -55,7 +49,7 @@ int run_bench(const BenchOptions& options, const Context& context) {
         std::find(options.only.begin(), options.only.end(), name) == options.only.end()) {
       continue;
     }
-    if (!context.json) std::cerr << "bench: " << name << " …" << std::endl;
+    if (!options.json) std::cerr << "bench: " << name << " …" << std::endl;
     try {
       group.run(run);
     } catch (const std::exception& error) {
@@ -63,7 +57,7 @@ int run_bench(const BenchOptions& options, const Context& context) {
       failures.push_back(name);
     }
   }
-  if (context.json) {
+  if (options.json) {
     json::Json stats = json::Json::array();
     for (const auto& s : run.stats()) {
       stats.push_back({{"subject", s.subject},
@@ -84,7 +78,9 @@ int run_bench(const BenchOptions& options, const Context& context) {
     for (const auto& [subject, reason] : run.skips()) {
       skips.push_back({{"subject", subject}, {"reason", reason}});
     }
-    print_json({{"stats", stats}, {"ratios", ratios}, {"skipped", skips}, {"failed", failures}});
+    const json::Json document{
+        {"stats", stats}, {"ratios", ratios}, {"skipped", skips}, {"failed", failures}};
+    std::cout << document.dump() << std::endl;
     return failures.empty() ? 0 : 1;
   }
   std::printf("%-58s %6s %9s %9s %9s %9s\n", "subject", "n", "p50", "p90", "min", "unit");
@@ -104,21 +100,6 @@ int run_bench(const BenchOptions& options, const Context& context) {
   }
   return failures.empty() ? 0 : 1;
 }
-
-const bool kBenchCommand = register_command("bench", [](CLI::App& app, Context& context) {
-  auto options = std::make_shared<BenchOptions>();
-  CLI::App* bench = app.add_subcommand(
-      "bench", "measure airlock side by side with the peers installed here; prints ratios");
-  bench->add_option("--only", options->only, "run only these groups (repeatable)");
-  bench->add_flag("--quick", options->quick, "fewer iterations (a smoke run, not a measurement)");
-  bench->add_flag("--list", options->list, "list the bench groups");
-  bench->callback([options, &context] {
-    spdlog::set_level(spdlog::level::from_str(context.log_level));
-    context.exit_code = run_bench(*options, context);
-  });
-});
-
-}  // namespace
 
 double Stats::p50() const {
   return percentile(samples, 0.5);
@@ -212,4 +193,4 @@ bool register_bench_group(std::string name, std::string description, BenchGroup 
   return true;
 }
 
-}  // namespace airlock::cli
+}  // namespace airlock::bench
