@@ -1,215 +1,91 @@
-// airlock bench: every registered bench group, one run, printed as stats and ratios.
-#include <fcntl.h>
-#include <spawn.h>
-#include <spdlog/spdlog.h>
-#include <sys/wait.h>
+// airlock bench: the measurements are a program of their own, airlock-bench (bench/), installed
+// beside airlock. This command runs it — the one next to the running airlock, else the first on
+// $PATH — with the arguments that follow `bench`, and airlock's --json and --log-level when given.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdio>
-#include <iostream>
-#include <map>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
-#include "cli/bench.hpp"
 #include "cli/command.hpp"
-#include "cli/common.hpp"
-
-extern char** environ;
 
 namespace airlock::cli {
 namespace {
 
-struct Group {
-  std::string description;
-  BenchGroup run;
-};
-std::map<std::string, Group>& groups() {
-  static std::map<std::string, Group> registered;
-  return registered;
+constexpr const char* kBenchProgram = "airlock-bench";
+
+bool runnable(const std::filesystem::path& candidate) {
+  std::error_code ignored;
+  return std::filesystem::is_regular_file(candidate, ignored) &&
+         ::access(candidate.c_str(), X_OK) == 0;
 }
 
-double percentile(std::vector<double> samples, double fraction) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  const auto index = static_cast<std::size_t>(fraction * static_cast<double>(samples.size() - 1));
-  return samples[index];
-}
-
-struct BenchOptions {
-  std::vector<std::string> only;
-  bool quick = false;
-  bool list = false;
-};
-
-int run_bench(const BenchOptions& options, const Context& context) {
-  if (options.list) {
-    for (const auto& [name, group] : groups())
-      std::cout << name << "\t" << group.description << "\n";
-    return 0;
+// Replaces this process by airlock-bench; returns only by throwing, naming where it looked.
+[[noreturn]] void exec_bench(const std::vector<std::string>& arguments) {
+  std::vector<std::filesystem::path> candidates;
+  std::string looked;
+  std::error_code error;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!self.empty()) {
+    candidates.push_back(self.parent_path() / kBenchProgram);
+    looked = candidates.back().string() + " (beside this airlock)";
+  } else {
+    looked = "beside this airlock (/proc/self/exe unreadable: " + error.message() + ")";
   }
-  BenchRun run(options.quick);
-  json::Json failures = json::Json::array();
-  for (const auto& [name, group] : groups()) {
-    if (!options.only.empty() &&
-        std::find(options.only.begin(), options.only.end(), name) == options.only.end()) {
-      continue;
+  const char* path = std::getenv("PATH");
+  if (path == nullptr || *path == '\0') {
+    looked += ", and not in $PATH (it is empty)";
+  } else {
+    std::string directories(path);
+    for (std::size_t start = 0; start <= directories.size();) {
+      std::size_t end = directories.find(':', start);
+      if (end == std::string::npos) end = directories.size();
+      // An empty entry would mean the working directory: not a place to run a program from.
+      if (end > start) {
+        candidates.push_back(std::filesystem::path(directories.substr(start, end - start)) /
+                             kBenchProgram);
+      }
+      start = end + 1;
     }
-    if (!context.json) std::cerr << "bench: " << name << " …" << std::endl;
-    try {
-      group.run(run);
-    } catch (const std::exception& error) {
-      run.skipped(name, std::string("the group failed: ") + error.what());
-      failures.push_back(name);
-    }
+    looked += ", and in $PATH (" + directories + ")";
   }
-  if (context.json) {
-    json::Json stats = json::Json::array();
-    for (const auto& s : run.stats()) {
-      stats.push_back({{"subject", s.subject},
-                       {"unit", s.unit},
-                       {"n", s.samples.size()},
-                       {"p50", s.p50()},
-                       {"p90", s.p90()},
-                       {"p99", s.p99()},
-                       {"min", s.min()}});
-    }
-    json::Json ratios = json::Json::array();
-    for (const auto& r : run.ratios()) {
-      json::Json entry{{"figure", r.figure}, {"value", r.value}, {"target", r.target}};
-      if (r.met) entry["met"] = *r.met;
-      ratios.push_back(entry);
-    }
-    json::Json skips = json::Json::array();
-    for (const auto& [subject, reason] : run.skips()) {
-      skips.push_back({{"subject", subject}, {"reason", reason}});
-    }
-    print_json({{"stats", stats}, {"ratios", ratios}, {"skipped", skips}, {"failed", failures}});
-    return failures.empty() ? 0 : 1;
+  for (const auto& candidate : candidates) {
+    if (!runnable(candidate)) continue;
+    std::vector<char*> argv{const_cast<char*>(candidate.c_str())};
+    for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    ::execv(candidate.c_str(), argv.data());
+    throw std::runtime_error("bench: could not run " + candidate.string() + ": " +
+                             std::strerror(errno));
   }
-  std::printf("%-58s %6s %9s %9s %9s %9s\n", "subject", "n", "p50", "p90", "min", "unit");
-  for (const auto& s : run.stats()) {
-    std::printf("%-58s %6zu %9.3f %9.3f %9.3f %9s\n", s.subject.c_str(), s.samples.size(), s.p50(),
-                s.p90(), s.min(), s.unit.c_str());
-  }
-  if (!run.ratios().empty()) {
-    std::printf("\n%-70s %9s %10s %6s\n", "ratio (p50 / p50)", "value", "target", "met");
-    for (const auto& r : run.ratios()) {
-      std::printf("%-70s %9.3f %10s %6s\n", r.figure.c_str(), r.value, r.target.c_str(),
-                  !r.met ? "-" : (*r.met ? "yes" : "NO"));
-    }
-  }
-  for (const auto& [subject, reason] : run.skips()) {
-    std::printf("SKIPPED %s: %s\n", subject.c_str(), reason.c_str());
-  }
-  return failures.empty() ? 0 : 1;
+  throw std::runtime_error(std::string("bench: the bench program ") + kBenchProgram +
+                           " was not found: looked for " + looked +
+                           ". Build it (AIRLOCK_BUILD_BENCH=ON, target airlock-bench) or "
+                           "install it beside airlock.");
 }
 
 const bool kBenchCommand = register_command("bench", [](CLI::App& app, Context& context) {
-  auto options = std::make_shared<BenchOptions>();
   CLI::App* bench = app.add_subcommand(
-      "bench", "measure airlock side by side with the peers installed here; prints ratios");
-  bench->add_option("--only", options->only, "run only these groups (repeatable)");
-  bench->add_flag("--quick", options->quick, "fewer iterations (a smoke run, not a measurement)");
-  bench->add_flag("--list", options->list, "list the bench groups");
-  bench->callback([options, &context] {
-    spdlog::set_level(spdlog::level::from_str(context.log_level));
-    context.exit_code = run_bench(*options, context);
+      "bench",
+      "measure airlock side by side with the peers installed here; prints ratios (airlock-bench)");
+  // Everything after `bench`, --help included, is airlock-bench's to parse.
+  bench->prefix_command();
+  bench->set_help_flag();
+  bench->callback([bench, &app, &context] {
+    std::vector<std::string> arguments;
+    if (context.json) arguments.emplace_back("--json");
+    if (app.get_option("--log-level")->count() > 0) {
+      arguments.emplace_back("--log-level");
+      arguments.push_back(context.log_level);
+    }
+    for (const auto& argument : bench->remaining()) arguments.push_back(argument);
+    exec_bench(arguments);
   });
 });
 
 }  // namespace
-
-double Stats::p50() const {
-  return percentile(samples, 0.5);
-}
-double Stats::p90() const {
-  return percentile(samples, 0.9);
-}
-double Stats::p99() const {
-  return percentile(samples, 0.99);
-}
-double Stats::min() const {
-  return samples.empty() ? 0 : *std::min_element(samples.begin(), samples.end());
-}
-
-const Stats& BenchRun::time(const std::string& subject, int n, const std::function<void()>& body,
-                            int warmup) {
-  for (int i = 0; i < warmup; ++i) body();
-  Stats stats;
-  stats.subject = subject;
-  stats.samples.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    body();
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    stats.samples.push_back(std::chrono::duration<double, std::milli>(elapsed).count());
-  }
-  return record(std::move(stats));
-}
-
-const Stats& BenchRun::record(Stats stats) {
-  stats_.push_back(std::move(stats));
-  return stats_.back();
-}
-
-void BenchRun::ratio(const std::string& figure, const Stats& numerator, const Stats& denominator,
-                     std::optional<double> target, bool at_most) {
-  Ratio ratio;
-  ratio.figure = figure;
-  ratio.value = denominator.p50() == 0 ? 0 : numerator.p50() / denominator.p50();
-  if (target) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%s %.2f", at_most ? "<=" : ">=", *target);
-    ratio.target = text;
-    ratio.met = at_most ? ratio.value <= *target : ratio.value >= *target;
-  }
-  ratios_.push_back(std::move(ratio));
-}
-
-void BenchRun::skipped(const std::string& subject, const std::string& reason) {
-  skips_.emplace_back(subject, reason);
-}
-
-ScratchDirectory::ScratchDirectory(const std::string& prefix, std::filesystem::perms mode) {
-  std::string pattern = "/tmp/" + prefix + "-XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr)
-    throw std::runtime_error("mkdtemp failed for " + pattern);
-  path = pattern;
-  if (mode != std::filesystem::perms::owner_all) std::filesystem::permissions(path, mode);
-}
-
-ScratchDirectory::~ScratchDirectory() {
-  std::error_code ignored;
-  std::filesystem::remove_all(path, ignored);
-}
-
-double elapsed_ms(BenchClock::time_point start) {
-  return std::chrono::duration<double, std::milli>(BenchClock::now() - start).count();
-}
-
-int run_quietly(const std::vector<std::string>& argv) {
-  std::vector<char*> arguments;
-  for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
-  arguments.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t child = 0;
-  const int failed =
-      ::posix_spawn(&child, arguments[0], &actions, nullptr, arguments.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (failed != 0) return 127;
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-bool register_bench_group(std::string name, std::string description, BenchGroup group) {
-  groups()[std::move(name)] = Group{std::move(description), std::move(group)};
-  return true;
-}
-
 }  // namespace airlock::cli

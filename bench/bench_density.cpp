@@ -22,9 +22,9 @@
 #include <thread>
 
 #include "airlock/backends/linux.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 // A field of /proc/meminfo or smaps_rollup, in KiB ("MemAvailable:", "Pss:"); -1 when absent.
@@ -168,4 +168,4 @@ const bool kDensityBenchGroup = register_bench_group(
     run_density_group);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

@@ -15,10 +15,10 @@
 #include <random>
 
 #include "airlock/backends/linux.hpp"
-#include "cli/bench.hpp"
-#include "cli/bench_host.hpp"
+#include "bench.hpp"
+#include "bench_host.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 ExecOptions quick_options() {
@@ -170,4 +170,4 @@ const bool kLinuxBenchGroup = register_bench_group(
     run_linux_group);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

@@ -16,9 +16,9 @@
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/images.hpp"
 #include "airlock/json.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 std::optional<std::filesystem::path> find_runsc() {
@@ -186,4 +186,4 @@ const bool kGvisorBenchGroup = register_bench_group(
     run_gvisor_group);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "airlock/egress.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 constexpr std::size_t kMessage = 64;
@@ -276,4 +276,4 @@ const bool kEgressBenchGroup = register_bench_group(
     run_egress_bench);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace airlock::cli::host_baseline {
+namespace airlock::bench::host_baseline {
 
 // fork + execve("/bin/true") + waitpid. Throws on failure.
 void fork_exec_true();
@@ -22,4 +22,4 @@ std::optional<std::string> find_bwrap();
 // `bwrap --ro-bind / / --unshare-all --dev /dev --proc /proc true`, waited for.
 void bwrap_true(const std::string& bwrap);
 
-}  // namespace airlock::cli::host_baseline
+}  // namespace airlock::bench::host_baseline

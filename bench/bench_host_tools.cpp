@@ -14,9 +14,9 @@
 #include "airlock/backends/linux.hpp"
 #include "airlock/host_tool_transport.hpp"
 #include "airlock/host_tools.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -128,4 +128,4 @@ const bool kHostToolsBenchGroup = register_bench_group(
     run_host_tools_group);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

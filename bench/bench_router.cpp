@@ -8,9 +8,9 @@
 
 #include "airlock/router.hpp"
 #include "airlock/testing.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -78,4 +78,4 @@ const bool kRouterBenchGroup = register_bench_group(
     run_router_group);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench

@@ -1,13 +1,15 @@
-// `airlock bench`: side-by-side measurements of airlock against peers found on this machine,
-// reported as ratios against targets (SPEC §7). Never asserted in tests.
+// airlock-bench (what `airlock bench` runs): side-by-side measurements of airlock against peers
+// found on this machine, reported as ratios against targets (SPEC §7). Never asserted in tests.
+// It is a client of libairlock like any other: it includes the public headers (include/airlock)
+// only, and the host baselines it measures against are its own code (bench_host.cpp).
 //
-// An area adds its measurements in its own bench_<area>.cpp:
+// An area adds its measurements in its own bench/bench_<area>.cpp:
 //
-//   const bool kLinuxBenchGroup = airlock::cli::register_bench_group(
+//   const bool kLinuxBenchGroup = airlock::bench::register_bench_group(
 //       "linux", "cold and warm exec on the linux backend vs host fork+exec and bwrap",
-//       [](airlock::cli::BenchRun& run) { … run.time("linux warm exec true", 200, [&] { … }); });
+//       [](airlock::bench::BenchRun& run) { … run.time("linux warm exec true", 200, [&] { … }); });
 //
-// As with commands, the flag's name is unique across the CLI.
+// The flag's name is unique across the program: the build may compile several groups as one unit.
 #pragma once
 
 #include <chrono>
@@ -20,7 +22,7 @@
 
 #include "airlock/json.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 
 // A fresh directory under /tmp (mode 0700, or `mode`) for one bench run, removed with everything
 // in it when the run ends.
@@ -95,4 +97,15 @@ class BenchRun {
 using BenchGroup = std::function<void(BenchRun& run)>;
 bool register_bench_group(std::string name, std::string description, BenchGroup group);
 
-}  // namespace airlock::cli
+// What airlock-bench was asked (its command line: see main.cpp).
+struct BenchOptions {
+  std::vector<std::string> only;  // run only these groups; empty: all of them
+  bool quick = false;
+  bool list = false;  // list the groups instead of running them
+  bool json = false;  // one JSON document on stdout instead of the tables
+};
+// Runs the registered groups, in name order, and prints what they measured. Returns the exit
+// code: 1 when a group failed (it is reported as skipped, with the reason), else 0.
+int run_bench(const BenchOptions& options);
+
+}  // namespace airlock::bench

@@ -12,9 +12,9 @@
 
 #include "airlock/backends/docker.hpp"
 #include "airlock/errors.hpp"
-#include "cli/bench.hpp"
+#include "bench.hpp"
 
-namespace airlock::cli {
+namespace airlock::bench {
 namespace {
 
 std::string environment_or(const char* name, const char* fallback) {
@@ -115,4 +115,4 @@ const bool kDockerBenchGroup = register_bench_group(
     bench_docker);
 
 }  // namespace
-}  // namespace airlock::cli
+}  // namespace airlock::bench
