@@ -90,8 +90,9 @@ inline constexpr const char* kDefaultWorkDir = "/maf-sandbox/work";
 // Construction refuses (InvalidArgument): an empty kind; a host list (`egress_allow`) without
 // `egress = allowlist` — the list is the payload of an allowlist run, so it cannot ride on any
 // other mode; a blank host entry or one containing whitespace or a comma; a relative or empty
-// `work_dir`, or one containing a NUL or a backslash. Nothing else is judged here: the router
-// judges the backend against the spec.
+// `work_dir`, or one containing a NUL or a backslash. `work_dir` is kept normalised ('.', '..',
+// doubled and trailing slashes resolved lexically), so every reader compares one spelling.
+// Nothing else is judged here: the router judges the backend against the spec.
 class SandboxSpec {
  public:
   struct Fields {

@@ -97,7 +97,8 @@ class CallAdmission {
 
  private:
   friend class SandboxRouter;
-  CallAdmission(SandboxRouter* router, SandboxKey key, const SandboxSpec& spec, bool exclusive);
+  CallAdmission(SandboxRouter* router, SandboxKey key, std::shared_ptr<const SandboxSpec> spec,
+                bool exclusive);
 
   SandboxRouter* router_;
   SandboxKey key_;
@@ -171,7 +172,12 @@ class SandboxRouter {
   // `{ auto guard = router.scope(s, t, reclaimed); … }` — reclaimed.disposed is set after.
   [[nodiscard]] ScopeGuard scope(std::string scope, std::string thread_id, ScopeDisposal& out);
 
-  // Admit a call over (key, spec.kind); QueuedTimeout when not admitted in time.
+  // Admit a call over (key, spec.kind); QueuedTimeout when not admitted in time. The call keeps
+  // the spec it was admitted under: a host that holds its spec shared passes it so, and nothing
+  // is copied per call.
+  [[nodiscard]] CallAdmission enter_call(const SandboxKey& key,
+                                         std::shared_ptr<const SandboxSpec> spec,
+                                         const CallOptions& options = {});
   [[nodiscard]] CallAdmission enter_call(const SandboxKey& key, const SandboxSpec& spec,
                                          const CallOptions& options = {});
 

@@ -80,11 +80,11 @@ class SandboxToolCall {
 
  private:
   friend class SandboxTool;
-  SandboxToolCall(const ToolBindingOptions* options, const SandboxSpec* spec)
-      : options_(options), spec_(spec) {}
+  SandboxToolCall(const ToolBindingOptions* options, std::shared_ptr<const SandboxSpec> spec)
+      : options_(options), spec_(std::move(spec)) {}
 
   const ToolBindingOptions* options_;
-  const SandboxSpec* spec_;
+  std::shared_ptr<const SandboxSpec> spec_;
   std::optional<SandboxKey> key_;
   std::optional<CallAdmission> admission_;
   std::string call_path_;
@@ -98,7 +98,7 @@ class SandboxTool {
   const std::string& name() const noexcept { return options_.name; }
   const std::string& description() const noexcept { return options_.description; }
   ApprovalMode approval_mode() const noexcept { return options_.approval_mode; }
-  const SandboxSpec& spec() const noexcept { return spec_; }
+  const SandboxSpec& spec() const noexcept { return *spec_; }
 
   // {"source_integrity": …} when declared; {"max_allowed_confidentiality": cap} only when a cap
   // is given and the tool can carry something out (an egress allowlist payload, a sink that
@@ -112,10 +112,12 @@ class SandboxTool {
   friend std::optional<SandboxTool> sandboxed_tool(ToolBindingOptions options, SandboxSpec spec,
                                                    SandboxToolBody body);
   SandboxTool(ToolBindingOptions options, SandboxSpec spec, SandboxToolBody body)
-      : options_(std::move(options)), spec_(std::move(spec)), body_(std::move(body)) {}
+      : options_(std::move(options)),
+        spec_(std::make_shared<const SandboxSpec>(std::move(spec))),
+        body_(std::move(body)) {}
 
   ToolBindingOptions options_;
-  SandboxSpec spec_;
+  std::shared_ptr<const SandboxSpec> spec_;  // shared with every call, never copied per call
   SandboxToolBody body_;
 };
 

@@ -61,7 +61,7 @@ Milliseconds elapsed_since(Clock::time_point start) {
 }
 
 std::string work_dir_of(const Api::Admitted& call) {
-  return normalize_guest_path(call.record.spec->work_dir());
+  return call.record.spec->work_dir();
 }
 
 }  // namespace
@@ -94,7 +94,7 @@ Api::Admitted Api::admit(const HttpRequest& request, Milliseconds timeout, bool 
   std::optional<CallAdmission> admission;
   {
     Metrics::Waiting waiting(metrics_);
-    admission.emplace(router_.enter_call(record.key, *record.spec, options));
+    admission.emplace(router_.enter_call(record.key, record.spec, options));
   }
   Admitted call{std::move(record), std::move(*admission), nullptr};
   if (!exclusive) {
@@ -252,7 +252,7 @@ ExecResult Api::run_in_work_dir(Admitted& call, const Command& command, ExecOpti
     // protocol leaves creating it to whoever asks; a backend that does not create it on
     // acquire gets it made here, as the guest, the first time a command needs it. Any other
     // missing working directory is the caller's to create.
-    const std::string work_dir = normalize_guest_path(call.record.spec->work_dir());
+    const std::string& work_dir = call.record.spec->work_dir();
     if (normalize_guest_path(options.working_directory) != work_dir ||
         normalize_guest_path(missing.path()) != work_dir) {
       throw;

@@ -85,7 +85,7 @@ std::variant<std::shared_ptr<Sandbox>, std::string> SandboxToolCall::acquire(con
   try {
     if (!admission_) {
       admission_.emplace(options_->router->enter_call(
-          key, *spec_, CallOptions{.timeout = options_->admission_timeout}));
+          key, spec_, CallOptions{.timeout = options_->admission_timeout}));
     }
     if (admission_->sandbox()) return admission_->sandbox();
     return admission_->acquire();
@@ -110,7 +110,7 @@ std::variant<std::shared_ptr<Sandbox>, std::string> SandboxToolCall::acquire(con
 
 const std::string& SandboxToolCall::guest_call_path() {
   if (call_path_.empty()) {
-    call_path_ = normalize_guest_path(spec_->work_dir()) + "/" + random_hex12();
+    call_path_ = spec_->work_dir() + "/" + random_hex12();
   }
   return call_path_;
 }
@@ -133,12 +133,12 @@ std::variant<std::vector<std::string>, std::string> SandboxToolCall::list_files(
 json::Json SandboxTool::declarations() const {
   json::Json out = json::Json::object();
   if (options_.source_integrity) out["source_integrity"] = *options_.source_integrity;
-  const bool lands = std::any_of(spec_.declared_outputs().begin(), spec_.declared_outputs().end(),
+  const bool lands = std::any_of(spec_->declared_outputs().begin(), spec_->declared_outputs().end(),
                                  [](const DeclaredOutput& o) {
                                    return o.disposition == OutputDisposition::land;
                                  }) ||
-                     spec_.outputs_named_at_call_time();
-  const bool carries_out = !spec_.egress_allow().empty() ||
+                     spec_->outputs_named_at_call_time();
+  const bool carries_out = !spec_->egress_allow().empty() ||
                            (options_.has_output_sink && lands) || options_.also_carries_out;
   if (options_.outbound_max_confidentiality && carries_out) {
     out["max_allowed_confidentiality"] = *options_.outbound_max_confidentiality;
@@ -149,7 +149,7 @@ json::Json SandboxTool::declarations() const {
 }
 
 std::string SandboxTool::invoke(const json::Json& arguments) const {
-  SandboxToolCall call(&options_, &spec_);
+  SandboxToolCall call(&options_, spec_);
   std::string text;
   try {
     text = body_(call, arguments);
@@ -160,7 +160,7 @@ std::string SandboxTool::invoke(const json::Json& arguments) const {
   // Reclaim the call's own path in the sandbox it acquired, however the body ended.
   if (!call.call_path_.empty() && call.admission_ && call.admission_->sandbox() && call.key_) {
     if (auto reason = reclaim_guest_path(*call.admission_->sandbox(), call.call_path_,
-                                         spec_.work_dir(), options_.reclaim_timeout)) {
+                                         spec_->work_dir(), options_.reclaim_timeout)) {
       spdlog::warn("{}: the call path {} was not reclaimed: {}", options_.name, call.call_path_,
                    *reason);
       if (options_.on_reclaim_failure) {

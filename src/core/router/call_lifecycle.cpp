@@ -34,6 +34,14 @@ SandboxRouter::~SandboxRouter() {
 
 CallAdmission SandboxRouter::enter_call(const SandboxKey& key, const SandboxSpec& spec,
                                         const CallOptions& options) {
+  return enter_call(key, std::make_shared<const SandboxSpec>(spec), options);
+}
+
+CallAdmission SandboxRouter::enter_call(const SandboxKey& key,
+                                        std::shared_ptr<const SandboxSpec> shared_spec,
+                                        const CallOptions& options) {
+  if (!shared_spec) throw InvalidArgument("enter_call: no spec", "spec");
+  const SandboxSpec& spec = *shared_spec;
   const LaneKey lane_key{key, spec.kind()};
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   std::unique_lock lock(lanes_mutex_);
@@ -65,7 +73,7 @@ CallAdmission SandboxRouter::enter_call(const SandboxKey& key, const SandboxSpec
   } else {
     ++lane->active;
   }
-  return CallAdmission(this, key, spec, options.exclusive);
+  return CallAdmission(this, key, std::move(shared_spec), options.exclusive);
 }
 
 int SandboxRouter::calls_in_flight(const SandboxKey& key, std::string_view kind) const {
@@ -152,11 +160,11 @@ void SandboxRouter::run_deletes(const LaneKey& lane_key,
 
 // ---- CallAdmission ---------------------------------------------------------------------------
 
-CallAdmission::CallAdmission(SandboxRouter* router, SandboxKey key, const SandboxSpec& spec,
-                             bool exclusive)
+CallAdmission::CallAdmission(SandboxRouter* router, SandboxKey key,
+                             std::shared_ptr<const SandboxSpec> spec, bool exclusive)
     : router_(router),
       key_(std::move(key)),
-      spec_(std::make_shared<const SandboxSpec>(spec)),
+      spec_(std::move(spec)),
       exclusive_(exclusive) {}
 
 CallAdmission::CallAdmission(CallAdmission&& other) noexcept

@@ -1,5 +1,7 @@
 #include "airlock/records.hpp"
 
+#include "airlock/paths.hpp"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 
 namespace airlock {
 namespace {
@@ -53,6 +56,9 @@ SandboxSpec::SandboxSpec(Fields fields) : fields_(std::move(fields)) {
     throw InvalidArgument("spec.work_dir: a guest path may contain neither NUL nor a backslash",
                           "spec.work_dir");
   }
+  // Normalised once, here: every backend, the daemon and the file planes compare against the
+  // same spelling ("/w/./x/" and "/w/x" are one working directory).
+  fields_.work_dir = normalize_guest_path(work_dir);
 }
 
 std::string SandboxSpec::egress_posture() const {
