@@ -48,7 +48,8 @@ probes = [p for s in report["suites"] if s["suite"] == "isolation" for p in s.ge
 results = {p["probe"]: p["result"] for p in probes}
 failed = {name for name, result in results.items() if result == "failed"}
 for probe in probes:
-    print("  %-44s %-8s %s" % (probe["probe"], probe["result"], probe.get("note", "")[:160]))
+    said = probe.get("detail") or probe.get("note", "")
+    print("  %-44s %-8s %s" % (probe["probe"], probe["result"], said[:300 if probe["result"] == "failed" else 160]))
 unexpected = failed - must_fail - may_fail
 held = {name for name in must_fail if results.get(name) != "failed"}
 if not probes or unexpected or held:

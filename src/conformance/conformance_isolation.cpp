@@ -358,10 +358,12 @@ void seccomp_on_every_command(ProbeContext& c, IsolationState& s) {
   forms.push_back(
       {"shell child", [&] { return shell(shell_quote(s.a.binary) + " seccomp; true"); }});
   forms.push_back({"detached grandchild", [&] {
-                     return shell("(" + shell_quote(s.a.binary) + " seccomp > " +
-                                  shell_quote(s.a.scratch + "/.seccomp-detached") +
-                                  " &) ; sleep 1; cat " +
-                                  shell_quote(s.a.scratch + "/.seccomp-detached"));
+                     // The command returns before its grandchild ends: wait for the probe's last
+                     // line (up to 20 s on a loaded host), not for a fixed time.
+                     const std::string file = shell_quote(s.a.scratch + "/.seccomp-detached");
+                     return shell("(" + shell_quote(s.a.binary) + " seccomp > " + file +
+                                  " &) ; i=0; while [ $i -lt 200 ] && ! grep -qx done " + file +
+                                  " 2>/dev/null; do sleep 0.1; i=$((i+1)); done; cat " + file);
                    }});
   std::string skipped;
   if (s.run_code) {
