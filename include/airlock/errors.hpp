@@ -45,6 +45,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "airlock/vocabulary.hpp"
@@ -334,15 +335,23 @@ class NotSupported : public Error {
 };
 
 // The provider failed for a reason of its own. `what()` is safe to show a model; `detail()`
-// carries the provider's words (status, body, host paths) for logs only.
+// carries the provider's words (status, body, host paths) for logs only. When the failure was a
+// system call's, `code()` is its errno (std::generic_category()) — branch on that, never on the
+// detail's text; otherwise it is empty (`!code()`).
 class BackendError : public Error {
  public:
-  BackendError(std::string message, std::string detail = {})
-      : Error("BackendError", std::move(message)), detail_(std::move(detail)) {}
+  BackendError(std::string message, std::string detail = {}, std::error_code code = {})
+      : Error("BackendError", std::move(message)), detail_(std::move(detail)), code_(code) {}
+  // A failed system call: `cause.what()` ("pipe2: Too many open files", naming the call and the
+  // path it was given) becomes the detail and `cause.code()` the code.
+  BackendError(std::string message, const std::system_error& cause)
+      : BackendError(std::move(message), cause.what(), cause.code()) {}
   const std::string& detail() const noexcept { return detail_; }
+  const std::error_code& code() const noexcept { return code_; }
 
  private:
   std::string detail_;
+  std::error_code code_;
 };
 
 // ---- conformance ---------------------------------------------------------------------------

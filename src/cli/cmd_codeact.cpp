@@ -20,14 +20,13 @@
 #include "airlock/errors.hpp"
 #include "airlock/kinds/codeact.hpp"
 #include "airlock/sinks.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 
 namespace airlock::cli {
 namespace {
 
-using linux_backend::UniqueFd;
 namespace codeact = kinds::codeact;
 
 struct CodeactOptions {
@@ -47,7 +46,7 @@ struct CodeactOptions {
 
 // Reads a local file whole, refusing past `cap` bytes (the kind's own caps apply again later).
 std::string read_local(const std::string& path, std::uint64_t cap, const std::string& flag) {
-  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  base::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) {
     throw InvalidArgument(flag + ": cannot read the local file '" + path + "'", flag.substr(2));
   }

@@ -17,14 +17,12 @@
 #include "airlock/outputs.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/sinks.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
 
 namespace airlock::cli {
 namespace {
-
-using linux_backend::UniqueFd;
 
 struct RunOptions {
   RouterFlags router;
@@ -77,7 +75,7 @@ std::string read_all(int fd, std::uint64_t cap, const std::string& what) {
 }
 
 std::string read_local_file(const std::string& path, std::uint64_t cap) {
-  UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  base::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) throw InvalidArgument("--put: cannot read the local file '" + path + "'", "put");
   std::string content = read_all(file.get(), cap, path);
   if (content.size() > cap) {

@@ -6,28 +6,21 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-#include <system_error>
+
+#include "base/syscall_error.hpp"
 
 namespace airlock::daemon {
 
 DisconnectWatch::DisconnectWatch() {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1");
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
-    const int error = errno;
-    close(epoll_fd_);
-    throw std::system_error(error, std::generic_category(), "eventfd");
-  }
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd_) base::throw_errno("epoll_create1");
+  wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd_) base::throw_errno("eventfd");
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.u64 = 0;  // id 0 is the wake-up
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event) != 0) {
-    const int error = errno;
-    close(wake_fd_);
-    close(epoll_fd_);
-    throw std::system_error(error, std::generic_category(), "epoll_ctl(eventfd)");
+  if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &event) != 0) {
+    base::throw_errno("epoll_ctl(eventfd)");
   }
   thread_ = std::jthread([this](std::stop_token stop) { run(stop); });
 }
@@ -35,12 +28,11 @@ DisconnectWatch::DisconnectWatch() {
 DisconnectWatch::~DisconnectWatch() {
   thread_.request_stop();
   const std::uint64_t one = 1;
-  if (write(wake_fd_, &one, sizeof one) < 0) {
-    spdlog::warn("disconnect watch: could not wake its thread: {}", std::strerror(errno));
+  if (write(wake_fd_.get(), &one, sizeof one) < 0) {
+    spdlog::warn("disconnect watch: could not wake its thread: {}", base::errno_text(errno));
   }
+  // Joined before the descriptors it polls are closed (the members go after this body).
   if (thread_.joinable()) thread_.join();
-  close(wake_fd_);
-  close(epoll_fd_);
 }
 
 DisconnectWatch::Guard DisconnectWatch::watch(int fd) noexcept {
@@ -53,8 +45,8 @@ DisconnectWatch::Guard DisconnectWatch::watch(int fd) noexcept {
     // One-shot: a hung-up socket stays readable, and one notice is all that is wanted.
     event.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT;
     event.data.u64 = id;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
-      spdlog::warn("disconnect watch: cannot watch socket {}: {}", fd, std::strerror(errno));
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &event) != 0) {
+      spdlog::warn("disconnect watch: cannot watch socket {}: {}", fd, base::errno_text(errno));
       return Guard();
     }
     watched_.emplace(id, source);
@@ -74,17 +66,17 @@ void DisconnectWatch::forget(std::uint64_t id, int fd) noexcept {
   std::lock_guard lock(mutex_);
   // Removed under the lock, before the caller's connection can close the socket: a later socket
   // that reuses the number is never confused with this one.
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
   watched_.erase(id);
 }
 
 void DisconnectWatch::run(std::stop_token stop) {
   epoll_event events[32];
   while (!stop.stop_requested()) {
-    const int ready = epoll_wait(epoll_fd_, events, 32, -1);
+    const int ready = epoll_wait(epoll_fd_.get(), events, 32, -1);
     if (ready < 0) {
       if (errno == EINTR) continue;
-      spdlog::error("disconnect watch: epoll_wait failed: {}", std::strerror(errno));
+      spdlog::error("disconnect watch: epoll_wait failed: {}", base::errno_text(errno));
       return;
     }
     std::lock_guard lock(mutex_);

@@ -18,6 +18,8 @@
 #include <stop_token>
 #include <thread>
 
+#include "base/unique_fd.hpp"
+
 namespace airlock::daemon {
 
 class DisconnectWatch {
@@ -65,8 +67,8 @@ class DisconnectWatch {
   void run(std::stop_token stop);
   void forget(std::uint64_t id, int fd) noexcept;
 
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: wakes the thread to exit
+  base::UniqueFd epoll_fd_;
+  base::UniqueFd wake_fd_;  // eventfd: wakes the thread to exit
   mutable std::mutex mutex_;
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, std::stop_source> watched_;

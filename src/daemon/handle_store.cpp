@@ -7,12 +7,12 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::daemon {
 namespace {
@@ -191,7 +191,8 @@ void HandleStore::write(const HandleRecord& record) {
   const int fd =
       open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    throw SystemError("cannot write a handle record: " + std::string(std::strerror(errno)), errno);
+    const int error = errno;
+    throw SystemError("cannot write a handle record: " + base::errno_text(error), error);
   }
   std::size_t written = 0;
   while (written < text.size()) {
@@ -201,8 +202,7 @@ void HandleStore::write(const HandleRecord& record) {
       const int error = errno;
       close(fd);
       unlink(temporary.c_str());
-      throw SystemError("cannot write a handle record: " + std::string(std::strerror(error)),
-                        error);
+      throw SystemError("cannot write a handle record: " + base::errno_text(error), error);
     }
     written += static_cast<std::size_t>(n);
   }
@@ -212,14 +212,14 @@ void HandleStore::write(const HandleRecord& record) {
   if (rename(temporary.c_str(), target.c_str()) != 0) {
     const int error = errno;
     unlink(temporary.c_str());
-    throw SystemError("cannot store a handle record: " + std::string(std::strerror(error)), error);
+    throw SystemError("cannot store a handle record: " + base::errno_text(error), error);
   }
 }
 
 void HandleStore::remove_file(std::string_view handle) noexcept {
   const auto target = directory_ / (std::string(handle) + ".json");
   if (unlink(target.c_str()) != 0 && errno != ENOENT) {
-    spdlog::warn("state: cannot remove handle record {}: {}", handle, std::strerror(errno));
+    spdlog::warn("state: cannot remove handle record {}: {}", handle, base::errno_text(errno));
   }
 }
 

@@ -17,28 +17,15 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::daemon {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, int error, const std::string& path = {}) {
-  throw SystemError(what + ": " + std::strerror(error), error, path);
+  throw SystemError(what + ": " + base::errno_text(error), error, path);
 }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_;
-};
 
 sockaddr_un unix_address(const std::string& path) {
   sockaddr_un address{};
@@ -57,8 +44,8 @@ sockaddr_un unix_address(const std::string& path) {
 
 // Whether something accepts connections on the socket at `path`.
 bool socket_is_live(const sockaddr_un& address) {
-  Fd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (probe.get() < 0) return false;
+  base::UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe) return false;
   return connect(probe.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
 }
 
@@ -88,8 +75,8 @@ int bind_unix_socket(const std::string& path, mode_t mode, std::optional<gid_t> 
       fail("cannot remove the stale socket", errno, path);
     }
   }
-  Fd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) fail("cannot create a unix socket", errno);
+  base::UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) fail("cannot create a unix socket", errno);
   // Created owner-only whatever the process umask is, then widened to exactly `mode`: there is
   // no moment at which a wider mode than asked for exists.
   const mode_t previous = umask(0177);
@@ -157,9 +144,9 @@ TcpListener bind_tcp_socket(const std::string& host_port) {
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> addresses(found, &freeaddrinfo);
   int last_error = 0;
   for (addrinfo* candidate = found; candidate; candidate = candidate->ai_next) {
-    Fd fd(socket(candidate->ai_family, candidate->ai_socktype | SOCK_CLOEXEC,
-                 candidate->ai_protocol));
-    if (fd.get() < 0) {
+    base::UniqueFd fd(socket(candidate->ai_family, candidate->ai_socktype | SOCK_CLOEXEC,
+                             candidate->ai_protocol));
+    if (!fd) {
       last_error = errno;
       continue;
     }

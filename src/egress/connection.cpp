@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/syscall_error.hpp"
 #include "egress/http_response.hpp"
 
 namespace airlock::egress {
@@ -40,7 +41,8 @@ void Pipe::load(std::string_view bytes) {
   end += bytes.size();
 }
 
-Connection::Connection(ProxyCore& core, std::uint64_t id, const Listener& listener, UniqueFd client)
+Connection::Connection(ProxyCore& core, std::uint64_t id, const Listener& listener,
+                       base::UniqueFd client)
     : core_(core),
       id_(id),
       listener_id_(listener.id),
@@ -68,7 +70,7 @@ void Connection::read_head() {
   if (n <= 0) {
     decide(EgressVerdict::deny, EgressReason::client_closed, 0,
            n == 0 ? "the client closed before a complete request head"
-                  : std::string("reading the request head: ") + std::strerror(errno));
+                  : "reading the request head: " + base::errno_text(errno));
     finish();
     return;
   }
@@ -159,9 +161,9 @@ void Connection::dial_next() {
     const IpAddress& address = candidates_[next_candidate_++];
     dialled_ = address.to_string();
     const int domain = address.family == IpAddress::Family::v4 ? AF_INET : AF_INET6;
-    UniqueFd fd(::socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    base::UniqueFd fd(::socket(domain, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) {
-      last_dial_error_ = std::string("socket: ") + std::strerror(errno);
+      last_dial_error_ = "socket: " + base::errno_text(errno);
       continue;
     }
     sockaddr_storage storage{};
@@ -176,7 +178,7 @@ void Connection::dial_next() {
       update_interest();
       return;
     }
-    last_dial_error_ = std::strerror(errno);
+    last_dial_error_ = base::errno_text(errno);
   }
   answer(EgressVerdict::error, EgressReason::dial_failed, 502,
          "no address of the host accepted the connection (last: " + last_dial_error_ + ")",
@@ -188,7 +190,7 @@ void Connection::on_dial_result(int error) {
     open_tunnel();
     return;
   }
-  last_dial_error_ = std::strerror(error);
+  last_dial_error_ = base::errno_text(error);
   dial_next();
 }
 
@@ -243,7 +245,7 @@ bool Connection::transfer(int source, Pipe& pipe, int sink) {
       progress = true;
     } else if (n < 0 && !would_block(errno)) {
       SPDLOG_DEBUG("egress tunnel aborted sandbox={} host={}: send: {}", sandbox_id_, target_.host,
-                   std::strerror(errno));
+                   base::errno_text(errno));
       finish();
       return false;
     }
@@ -270,7 +272,7 @@ bool Connection::transfer(int source, Pipe& pipe, int sink) {
       pipe.readable = false;
     } else {
       SPDLOG_DEBUG("egress tunnel aborted sandbox={} host={}: recv: {}", sandbox_id_, target_.host,
-                   std::strerror(errno));
+                   base::errno_text(errno));
       finish();
       return false;
     }

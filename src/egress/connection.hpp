@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "airlock/egress.hpp"
+#include "base/unique_fd.hpp"
 #include "egress/proxy_core.hpp"
 #include "egress/request_head.hpp"
 #include "egress/resolver.hpp"
-#include "egress/unique_fd.hpp"
 
 namespace airlock::egress {
 
@@ -41,7 +41,7 @@ struct Pipe {
 
 class Connection {
  public:
-  Connection(ProxyCore& core, std::uint64_t id, const Listener& listener, UniqueFd client);
+  Connection(ProxyCore& core, std::uint64_t id, const Listener& listener, base::UniqueFd client);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -82,8 +82,8 @@ class Connection {
   std::uint64_t listener_id_;
   const CompiledPolicy& policy_;
   const std::string& sandbox_id_;
-  UniqueFd client_;
-  UniqueFd upstream_;
+  base::UniqueFd client_;
+  base::UniqueFd upstream_;
   std::uint32_t client_interest_ = 0;
   std::uint32_t upstream_interest_ = 0;
   Phase phase_ = Phase::reading_head;

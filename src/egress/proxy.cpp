@@ -1,8 +1,8 @@
 // The public face of the proxy: opening listeners (sockets are made on the caller's thread, so
 // that a bad path or a busy port fails right there) and the handles that close them.
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -13,6 +13,7 @@
 
 #include "airlock/egress.hpp"
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 #include "egress/proxy_core.hpp"
 
 namespace airlock {
@@ -28,7 +29,7 @@ constexpr int kBacklog = 512;
 
 [[noreturn]] void throw_errno(const std::string& what, const std::string& path = {}) {
   const int error = errno;
-  throw SystemError(what + ": " + std::strerror(error), error, path);
+  throw SystemError(what + ": " + base::errno_text(error), error, path);
 }
 
 }  // namespace

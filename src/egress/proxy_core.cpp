@@ -1,9 +1,9 @@
 #include "egress/proxy_core.hpp"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
-#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,10 +11,10 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <future>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 #include "egress/connection.hpp"
 #include "egress/http_response.hpp"
 
@@ -46,7 +46,7 @@ LookupFunction make_lookup(const EgressProxy::Resolver& override_for_tests) {
 
 [[noreturn]] void throw_errno(const std::string& what) {
   const int error = errno;
-  throw SystemError(what + ": " + std::strerror(error), error);
+  throw SystemError(what + ": " + base::errno_text(error), error);
 }
 
 }  // namespace
@@ -204,7 +204,7 @@ void ProxyCore::run() {
     }
     const int ready = ::epoll_wait(epoll_.get(), events, kMaxEvents, timeout);
     if (ready < 0 && errno != EINTR) {
-      spdlog::error("egress proxy: epoll_wait: {}", std::strerror(errno));
+      spdlog::error("egress proxy: epoll_wait: {}", base::errno_text(errno));
     }
     now_ = Clock::now();
     for (int i = 0; i < ready; ++i) {
@@ -243,7 +243,7 @@ void ProxyCore::watch(int fd, std::uint64_t token, std::uint32_t events, std::ui
   event.data.u64 = token;
   const int op = current == 0 ? EPOLL_CTL_ADD : (events == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD);
   if (::epoll_ctl(epoll_.get(), op, fd, &event) != 0) {
-    spdlog::error("egress proxy: epoll_ctl: {}", std::strerror(errno));
+    spdlog::error("egress proxy: epoll_ctl: {}", base::errno_text(errno));
   }
   current = events;
 }
@@ -276,13 +276,14 @@ void ProxyCore::fire_timers() {
 
 void ProxyCore::on_listener_ready(Listener& listener) {
   for (int i = 0; i < kAcceptsPerWakeup; ++i) {
-    UniqueFd client(::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    base::UniqueFd client(
+        ::accept4(listener.fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!client) {
       const int error = errno;
       if (error == EAGAIN || error == EWOULDBLOCK) return;
       if (error == EINTR || error == ECONNABORTED || error == EPROTO) continue;
       spdlog::warn("egress proxy: accept on {}: {}; pausing the listener", listener.endpoint,
-                   std::strerror(error));
+                   base::errno_text(error));
       listener.paused = true;
       std::uint32_t registered = EPOLLIN;
       watch(listener.fd.get(), make_token(listener.id, Role::listener), 0, registered);
@@ -309,7 +310,7 @@ void ProxyCore::on_listener_ready(Listener& listener) {
 
 // Past the bound nothing is queued or parsed: the refusal is written at once and the socket
 // closed, so a flood costs one accept and one write per connection.
-void ProxyCore::refuse_over_capacity(Listener& listener, UniqueFd client) {
+void ProxyCore::refuse_over_capacity(Listener& listener, base::UniqueFd client) {
   const std::string response = error_response(503, EgressReason::over_capacity, {});
   [[maybe_unused]] const auto sent =
       ::send(client.get(), response.data(), response.size(), MSG_DONTWAIT | MSG_NOSIGNAL);

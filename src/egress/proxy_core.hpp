@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "airlock/egress.hpp"
+#include "base/unique_fd.hpp"
 #include "egress/policy.hpp"
 #include "egress/resolver.hpp"
-#include "egress/unique_fd.hpp"
 
 namespace airlock::egress {
 
@@ -48,7 +48,7 @@ struct Listener {
   ~Listener();
 
   std::uint64_t id = 0;
-  UniqueFd fd;
+  base::UniqueFd fd;
   CompiledPolicy policy;
   std::string sandbox_id;
   std::string endpoint;
@@ -56,7 +56,7 @@ struct Listener {
   // The socket file this listener made — its directory (held, so that a path of any length
   // works and the file is removed where it was made), its name, and its identity, so that
   // closing removes only it.
-  UniqueFd unix_directory;
+  base::UniqueFd unix_directory;
   std::string unix_name;
   dev_t unix_device = 0;
   ino_t unix_inode = 0;
@@ -109,15 +109,15 @@ class ProxyCore {
   void drain_posted();
   void fire_timers();
   void on_listener_ready(Listener& listener);
-  void refuse_over_capacity(Listener& listener, UniqueFd client);
+  void refuse_over_capacity(Listener& listener, base::UniqueFd client);
   void dispatch_connection(std::uint64_t id, Role role, std::uint32_t events);
   void destroy_connection(std::uint64_t id);
   void close_listener(std::uint64_t id);
   void close_everything();
 
   EgressProxy::Options options_;
-  UniqueFd epoll_;
-  UniqueFd wakeup_;
+  base::UniqueFd epoll_;
+  base::UniqueFd wakeup_;
   Clock::time_point now_ = Clock::now();
 
   mutable std::mutex mutex_;  // guards posted_, queue_closed_

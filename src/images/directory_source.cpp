@@ -73,10 +73,16 @@ EntryHeader header_for(const std::string& relative, const struct stat& st) {
 
 void walk_directory(Walk& walk, const std::string& relative) {
   const std::string shown = (walk.source / relative).string();
-  UniqueFd directory(relative.empty()
-                         ? ::dup(walk.root_fd)
-                         : open_beneath(walk.root_fd, relative, O_RDONLY | O_DIRECTORY));
-  if (!directory) throw_errno("cannot open", shown);
+  base::UniqueFd directory;
+  if (relative.empty()) {
+    directory.reset(::dup(walk.root_fd));
+    if (!directory) throw_errno("cannot open", shown);
+  } else {
+    auto opened =
+        base::openat2(walk.root_fd, relative.c_str(), O_RDONLY | O_DIRECTORY, kResolveStore);
+    if (!opened) throw_errno("cannot open", shown, opened.error);
+    directory = std::move(opened.fd);
+  }
   std::vector<std::string> names;
   {
     const int listing = ::dup(directory.get());
@@ -136,7 +142,8 @@ void walk_directory(Walk& walk, const std::string& relative) {
       }
       header.type = EntryType::regular;
       header.size = static_cast<std::uint64_t>(st.st_size);
-      UniqueFd file(::openat(directory.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      base::UniqueFd file(
+          ::openat(directory.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (!file) throw_errno("cannot open", child_shown);
       struct stat opened {};
       if (::fstat(file.get(), &opened) != 0 || opened.st_ino != st.st_ino ||
@@ -167,7 +174,7 @@ void walk_directory(Walk& walk, const std::string& relative) {
 }  // namespace
 
 void read_directory(const std::filesystem::path& source, RootfsWriter& writer) {
-  UniqueFd root(::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd root(::open(source.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw_errno("cannot open the directory", source.string());
   struct stat st {};
   if (::fstat(root.get(), &st) != 0) throw_errno("cannot inspect", source.string());

@@ -2,60 +2,29 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::images::detail {
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) reset(other.release());
-  return *this;
-}
-
-int UniqueFd::release() noexcept {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void UniqueFd::reset(int fd) noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = fd;
-}
 
 void throw_errno(std::string_view action, std::string_view path, int error_number) {
   std::string message(action);
   if (!path.empty()) message += " '" + std::string(path) + "'";
   message += ": ";
-  message += std::strerror(error_number);
+  // Of the store's calls, only openat2 (Linux 5.6) may be missing from a kernel: say so.
+  message += base::errno_text(error_number, error_number == ENOSYS ? "openat2" : "");
   throw SystemError(std::move(message), error_number, std::string(path));
 }
 
 void throw_errno(std::string_view action, std::string_view path) {
   throw_errno(action, path, errno);
-}
-
-int open_beneath(int dirfd, const std::string& relative, int flags, unsigned mode) {
-  open_how how{};
-  how.flags = static_cast<std::uint64_t>(flags) | O_CLOEXEC;
-  how.mode = (flags & O_CREAT) != 0 ? mode : 0;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-  const char* path = relative.empty() ? "." : relative.c_str();
-  for (;;) {
-    const long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
-    if (fd >= 0) return static_cast<int>(fd);
-    // openat2 returns EAGAIN when a concurrent rename anywhere makes the walk unreliable.
-    if (errno != EINTR && errno != EAGAIN) return -1;
-  }
 }
 
 namespace {
@@ -74,7 +43,7 @@ void remove_entry(int dirfd, const char* name, std::string_view path, int depth)
   }
   // Extraction refuses paths deeper than this, so a deeper tree is not ours to walk.
   if (depth > 512) throw SystemError("directory tree too deep to remove", ELOOP, std::string(path));
-  UniqueFd child(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd child(::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!child && errno == EACCES) {
     // A read-only directory of our own (an image's 0555 dir, stored without privilege).
     ::fchmodat(dirfd, name, 0700, 0);
@@ -133,8 +102,10 @@ void write_all(int fd, std::string_view data, std::string_view path_for_errors) 
 
 std::string read_small_file(int dirfd, const std::string& relative, std::uint64_t limit,
                             std::string_view check, std::string_view path_for_errors) {
-  UniqueFd fd(open_beneath(dirfd, relative, O_RDONLY));
-  if (!fd) throw_errno("cannot open", path_for_errors);
+  auto opened =
+      base::openat2(dirfd, relative.empty() ? "." : relative.c_str(), O_RDONLY, kResolveStore);
+  if (!opened) throw_errno("cannot open", path_for_errors, opened.error);
+  const base::UniqueFd fd = std::move(opened.fd);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw_errno("cannot inspect", path_for_errors);
   if (!S_ISREG(st.st_mode)) {
@@ -164,8 +135,8 @@ std::string read_small_file(int dirfd, const std::string& relative, std::uint64_
 void write_file_atomically(int dirfd, const std::string& name, std::string_view contents,
                            std::string_view path_for_errors) {
   const std::string temporary = "." + name + "." + random_hex() + ".tmp";
-  UniqueFd fd(::openat(dirfd, temporary.c_str(),
-                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  base::UniqueFd fd(::openat(dirfd, temporary.c_str(),
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!fd) throw_errno("cannot create", path_for_errors);
   try {
     write_all(fd.get(), contents, path_for_errors);

@@ -1,41 +1,27 @@
-// Descriptor-relative filesystem helpers for the image store: owned descriptors, the openat2
-// resolution every write goes through, tree removal that never follows a link, and SHA-256.
+// Descriptor-relative filesystem helpers for the image store: the openat2 resolution every write
+// goes through (base::openat2 with kResolveStore), tree removal that never follows a link, and
+// SHA-256.
 #pragma once
 
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "base/openat2.hpp"
+#include "base/unique_fd.hpp"
+
 namespace airlock::images::detail {
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) noexcept : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const noexcept { return fd_; }
-  explicit operator bool() const noexcept { return fd_ >= 0; }
-  int release() noexcept;
-  void reset(int fd = -1) noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 // Throws airlock::SystemError carrying errno: "<action> '<path>': <strerror>".
 [[noreturn]] void throw_errno(std::string_view action, std::string_view path, int error_number);
 [[noreturn]] void throw_errno(std::string_view action, std::string_view path);
 
-// openat2 beneath `dirfd` with no symbolic link, magic link or mount crossing anywhere in
-// `relative` (which must not be absolute). Returns -1 with errno set on failure, like openat.
-int open_beneath(int dirfd, const std::string& relative, int flags, unsigned mode = 0);
+// How every store path is resolved (base::openat2): beneath the directory it starts from, with no
+// symbolic link, magic link or mount crossing anywhere in it.
+inline constexpr std::uint64_t kResolveStore = base::kResolveConfined | RESOLVE_NO_XDEV;
 
 // Removes `name` in `dirfd` — a whole tree when it is a directory — never following a link.
 // Directories the caller owns but cannot write are made writable first. A missing entry is fine.

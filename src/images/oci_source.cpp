@@ -299,8 +299,9 @@ void apply_oci_layers(int layout_fd, const OciImage& image, RootfsWriter& writer
     const OciLayer& layer = image.layers[i];
     const std::string path = blob_path(layer.digest_hex);
     const std::string what = "layer " + std::to_string(i) + " (sha256:" + layer.digest_hex + ")";
-    UniqueFd blob(open_beneath(layout_fd, path, O_RDONLY));
-    if (!blob) throw_errno("cannot open", path);
+    auto opened = base::openat2(layout_fd, path.c_str(), O_RDONLY, kResolveStore);
+    if (!opened) throw_errno("cannot open", path, opened.error);
+    const base::UniqueFd blob = std::move(opened.fd);
     struct stat st {};
     if (::fstat(blob.get(), &st) != 0) throw_errno("cannot inspect", path);
     if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != layer.size) {

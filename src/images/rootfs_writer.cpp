@@ -147,36 +147,39 @@ RootfsWriter::Parent RootfsWriter::open_parent(const std::vector<std::string>& c
   if (cached_parent_fd_ && cached_parent_path_ == path)
     return Parent{cached_parent_fd_.get(), true};
 
-  UniqueFd fd(open_beneath(rootfs_fd_, path, O_PATH | O_DIRECTORY));
+  auto opened = base::openat2(rootfs_fd_, path.c_str(), O_PATH | O_DIRECTORY, kResolveStore);
+  base::UniqueFd fd = std::move(opened.fd);
   if (!fd) {
-    if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR) throw_errno("cannot open", path);
+    if (opened.error != ENOENT && opened.error != ELOOP && opened.error != ENOTDIR) {
+      throw_errno("cannot open", path, opened.error);
+    }
     // Walk one component at a time to say which one is wrong, creating what is missing.
-    UniqueFd current;
+    base::UniqueFd current;
     int at = rootfs_fd_;
     for (std::size_t i = 0; i < count; ++i) {
       const std::string prefix = join(components, i + 1);
-      UniqueFd next(open_beneath(at, components[i], O_PATH | O_DIRECTORY));
-      if (!next && errno == ENOENT) {
+      auto next = base::openat2(at, components[i].c_str(), O_PATH | O_DIRECTORY, kResolveStore);
+      if (next.error == ENOENT) {
         if (!create) return Parent{};
         if (::mkdirat(at, components[i].c_str(), 0700) != 0) {
           throw_errno("cannot create directory", prefix);
         }
         manifest_[prefix] = Record{EntryType::directory, 0755, 0, 0, 0, {}};
         directories_[prefix] = DirectoryMetadata{0755, 0, 0, false, {}};
-        next.reset(open_beneath(at, components[i], O_PATH | O_DIRECTORY));
+        next = base::openat2(at, components[i].c_str(), O_PATH | O_DIRECTORY, kResolveStore);
       }
       if (!next) {
-        if (errno == ELOOP) {
+        if (next.error == ELOOP) {
           refuse(entry, "would be written through the symbolic link " + quote_name(prefix),
                  "symlinks");
         }
-        if (errno == ENOTDIR) {
+        if (next.error == ENOTDIR) {
           refuse(entry, "needs " + quote_name(prefix) + " to be a directory, and it is not",
                  "paths");
         }
-        throw_errno("cannot open", prefix);
+        throw_errno("cannot open", prefix, next.error);
       }
-      current = std::move(next);
+      current = std::move(next.fd);
       at = current.get();
     }
     fd = std::move(current);
@@ -361,10 +364,11 @@ void RootfsWriter::add(const EntryHeader& header, ContentSource* content) {
     case EntryType::hardlink: {
       const std::vector<std::string> target = split_name(header.link_target, header.name);
       // Opened on its own, not through the cache, so `parent.fd` stays valid.
-      UniqueFd target_parent(
-          target.size() == 1
-              ? ::dup(rootfs_fd_)
-              : open_beneath(rootfs_fd_, join(target, target.size() - 1), O_PATH | O_DIRECTORY));
+      base::UniqueFd target_parent =
+          target.size() == 1 ? base::UniqueFd(::dup(rootfs_fd_))
+                             : base::openat2(rootfs_fd_, join(target, target.size() - 1).c_str(),
+                                             O_PATH | O_DIRECTORY, kResolveStore)
+                                   .fd;
       if (!target_parent) {
         refuse(header.name, "is a hard link whose target cannot be reached without a link",
                "hardlinks");
@@ -404,8 +408,8 @@ void RootfsWriter::write_regular(int parent_fd, const std::string& leaf, const s
                               " bytes (ceiling max_total_bytes; a decompression bomb?)",
                           "max_total_bytes");
   }
-  UniqueFd fd(::openat(parent_fd, leaf.c_str(),
-                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  base::UniqueFd fd(::openat(parent_fd, leaf.c_str(),
+                             O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) throw_errno("cannot create", path);
   Sha256 digest;
   std::uint64_t position = 0;
@@ -513,9 +517,15 @@ TreeSummary RootfsWriter::finish() {
   // Deepest first, so a directory made read-only does not stop its children being fixed.
   for (auto it = directories_.rbegin(); it != directories_.rend(); ++it) {
     const auto& [path, metadata] = *it;
-    UniqueFd fd(path.empty() ? ::dup(rootfs_fd_)
-                             : open_beneath(rootfs_fd_, path, O_RDONLY | O_DIRECTORY));
-    if (!fd) throw_errno("cannot reopen directory", path.empty() ? "." : path);
+    base::UniqueFd fd;
+    if (path.empty()) {
+      fd.reset(::dup(rootfs_fd_));
+      if (!fd) throw_errno("cannot reopen directory", ".");
+    } else {
+      auto opened = base::openat2(rootfs_fd_, path.c_str(), O_RDONLY | O_DIRECTORY, kResolveStore);
+      if (!opened) throw_errno("cannot reopen directory", path, opened.error);
+      fd = std::move(opened.fd);
+    }
     if (ownership_.is_shifted()) {
       const auto uid = static_cast<uid_t>(ownership_.base() + metadata.uid);
       const auto gid = static_cast<gid_t>(ownership_.base() + metadata.gid);

@@ -2,7 +2,7 @@
 //
 // Every source (a tar, an OCI layer, a host directory) is turned into EntryHeaders and fed here,
 // so the rules of images.hpp ("Hostile input") live in exactly one place. Writes happen only
-// through descriptors opened beneath the rootfs with open_beneath(); names are checked lexically
+// through descriptors opened beneath the rootfs with base::openat2(); names are checked lexically
 // first so a refusal can say which rule the entry broke.
 #pragma once
 
@@ -123,7 +123,7 @@ class RootfsWriter {
   std::map<std::string, DirectoryMetadata> directories_;  // applied at finish(), deepest first
   std::unordered_set<std::string> layer_paths_;           // created in this layer (+ ancestors)
   std::string cached_parent_path_;
-  UniqueFd cached_parent_fd_;
+  base::UniqueFd cached_parent_fd_;
 };
 
 }  // namespace airlock::images::detail

@@ -5,11 +5,11 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock {
 
@@ -49,20 +49,20 @@ void prepare_state_directory(const std::filesystem::path& requested) {
     const bool last = index + 1 == parts.size();
     shown /= part;
     struct stat parent {};
-    if (::stat(walked.c_str(), &parent) != 0) refuse_state(shown, std::strerror(errno));
+    if (::stat(walked.c_str(), &parent) != 0) refuse_state(shown, base::errno_text(errno));
     const std::filesystem::path next = walked / part;
     struct stat info {};
     if (::lstat(next.c_str(), &info) != 0) {
-      if (errno != ENOENT) refuse_state(shown, std::strerror(errno));
+      if (errno != ENOENT) refuse_state(shown, base::errno_text(errno));
       if (::mkdir(next.c_str(), 0700) != 0 && errno != EEXIST) {
-        refuse_state(shown, std::string("cannot create it: ") + std::strerror(errno));
+        refuse_state(shown, std::string("cannot create it: ") + base::errno_text(errno));
       }
       created_any = true;
-      if (::lstat(next.c_str(), &info) != 0) refuse_state(shown, std::strerror(errno));
+      if (::lstat(next.c_str(), &info) != 0) refuse_state(shown, base::errno_text(errno));
       if (S_ISLNK(info.st_mode) || !S_ISDIR(info.st_mode) || info.st_uid != ::geteuid()) {
         refuse_state(shown, "something else appeared there while it was being created");
       }
-      if (::chmod(next.c_str(), 0711) != 0) refuse_state(shown, std::strerror(errno));
+      if (::chmod(next.c_str(), 0711) != 0) refuse_state(shown, base::errno_text(errno));
       walked = next;
       continue;
     }
@@ -75,7 +75,7 @@ void prepare_state_directory(const std::filesystem::path& requested) {
       const auto target = std::filesystem::canonical(next, error);
       if (error) refuse_state(shown, "the link leads nowhere: " + error.message());
       walked = target;
-      if (::lstat(walked.c_str(), &info) != 0) refuse_state(shown, std::strerror(errno));
+      if (::lstat(walked.c_str(), &info) != 0) refuse_state(shown, base::errno_text(errno));
       // The target's own ancestors are the link owner's choice (root's, or the caller's).
     } else {
       walked = next;

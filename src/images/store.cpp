@@ -31,7 +31,6 @@ using detail::reference_file;
 using detail::reference_from_json;
 using detail::ReferenceRecord;
 using detail::throw_errno;
-using detail::UniqueFd;
 using Json = nlohmann::json;
 
 namespace {
@@ -49,8 +48,8 @@ void lock(int fd, int operation, std::string_view path) {
 }
 
 // The store-wide lock: shared while reading references, exclusive while changing them.
-UniqueFd lock_store(int root_fd, int operation, const std::filesystem::path& root) {
-  UniqueFd fd(::openat(root_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+base::UniqueFd lock_store(int root_fd, int operation, const std::filesystem::path& root) {
+  base::UniqueFd fd(::openat(root_fd, "lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!fd && errno == EACCES)
     fd.reset(::openat(root_fd, "lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) throw_errno("cannot open the store lock", shown(root, "lock"));
@@ -58,8 +57,8 @@ UniqueFd lock_store(int root_fd, int operation, const std::filesystem::path& roo
   return fd;
 }
 
-UniqueFd open_directory(int at, const char* name, const std::filesystem::path& root) {
-  UniqueFd fd(::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+base::UniqueFd open_directory(int at, const char* name, const std::filesystem::path& root) {
+  base::UniqueFd fd(::openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) throw_errno("cannot open", shown(root, name));
   return fd;
 }
@@ -74,7 +73,7 @@ void make_directory(int at, const char* name, mode_t mode, const std::filesystem
 // Destroying it deletes both, so an import that fails for any reason leaves nothing behind.
 class IncomingEntry {
  public:
-  IncomingEntry(int incoming_fd, std::string name, UniqueFd lock, std::filesystem::path root)
+  IncomingEntry(int incoming_fd, std::string name, base::UniqueFd lock, std::filesystem::path root)
       : incoming_fd_(incoming_fd),
         name_(std::move(name)),
         lock_(std::move(lock)),
@@ -100,7 +99,7 @@ class IncomingEntry {
  private:
   int incoming_fd_;
   std::string name_;
-  UniqueFd lock_;
+  base::UniqueFd lock_;
   std::filesystem::path root_;
   bool moved_ = false;
 };
@@ -110,8 +109,8 @@ class IncomingEntry {
 IncomingEntry new_incoming(int incoming_fd, const std::filesystem::path& root,
                            bool make_directory) {
   const std::string name = detail::random_hex();
-  UniqueFd lock_fd(::openat(incoming_fd, (name + ".lock").c_str(),
-                            O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  base::UniqueFd lock_fd(::openat(incoming_fd, (name + ".lock").c_str(),
+                                  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!lock_fd) throw_errno("cannot create", shown(root, "incoming/" + name + ".lock"));
   lock(lock_fd.get(), LOCK_EX, shown(root, "incoming/" + name + ".lock"));
   IncomingEntry entry(incoming_fd, name, std::move(lock_fd), root);
@@ -144,10 +143,10 @@ std::vector<std::string> list_names(int dir_fd, std::string_view path) {
 
 // Everything the store needs open for one operation.
 struct Handles {
-  UniqueFd root;
-  UniqueFd refs;
-  UniqueFd content;
-  UniqueFd incoming;
+  base::UniqueFd root;
+  base::UniqueFd refs;
+  base::UniqueFd content;
+  base::UniqueFd incoming;
 };
 
 }  // namespace
@@ -213,7 +212,7 @@ std::optional<Handles> open_store(const std::filesystem::path& root, const Owner
     throw_errno("cannot open the image store", root.string());
   }
   if (create) {
-    UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
+    base::UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
     make_directory(handles.root.get(), "refs", 0700, root);
     make_directory(handles.root.get(), "content", 0711, root);
     make_directory(handles.root.get(), "incoming", 0700, root);
@@ -244,7 +243,7 @@ std::optional<ReferenceRecord> read_reference(const Handles& handles,
                                               const ImageReference& reference,
                                               const std::filesystem::path& root) {
   const std::string file = reference_file(reference);
-  UniqueFd fd(::openat(handles.refs.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd fd(::openat(handles.refs.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT) return std::nullopt;
     throw_errno("cannot open", shown(root, "refs/" + file));
@@ -324,8 +323,8 @@ void collect_garbage(const Handles& handles, const std::filesystem::path& root,
     referenced.insert(id_hex(record.id));
   for (const auto& name : list_names(handles.content.get(), shown(root, "content"))) {
     if (referenced.contains(name)) continue;
-    UniqueFd use(::openat(handles.content.get(), (name + "/use.lock").c_str(),
-                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    base::UniqueFd use(::openat(handles.content.get(), (name + "/use.lock").c_str(),
+                                O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (use && ::flock(use.get(), LOCK_EX | LOCK_NB) != 0) continue;  // pinned: keep for now
     IncomingEntry entry = new_incoming(handles.incoming.get(), root, false);
     if (::renameat(handles.content.get(), name.c_str(), handles.incoming.get(),
@@ -345,12 +344,13 @@ void claim_abandoned(const Handles& handles, const std::filesystem::path& root,
   for (const auto& name : names) {
     if (name.ends_with(".lock")) {
       const std::string base = name.substr(0, name.size() - 5);
-      UniqueFd fd(::openat(handles.incoming.get(), name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+      base::UniqueFd fd(
+          ::openat(handles.incoming.get(), name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
       if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
       doomed.emplace_back(handles.incoming.get(), base, std::move(fd), root);
     } else if (!present.contains(name + ".lock")) {
-      UniqueFd fd(::openat(handles.incoming.get(), (name + ".lock").c_str(),
-                           O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+      base::UniqueFd fd(::openat(handles.incoming.get(), (name + ".lock").c_str(),
+                                 O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;
       doomed.emplace_back(handles.incoming.get(), name, std::move(fd), root);
     }
@@ -369,7 +369,7 @@ ImageStore::ImageStore(std::filesystem::path root, OwnershipMap ownership, Extra
   if (root_.has_filename() == false && root_ != root_.root_path()) root_ = root_.parent_path();
   struct stat st {};
   if (::stat((root_ / "store.json").c_str(), &st) == 0) {
-    UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    base::UniqueFd fd(::open(root_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!fd) throw_errno("cannot open the image store", root_.string());
     check_store_json(detail::read_small_file(fd.get(), "store.json", kRecordLimit, "store",
                                              shown(root_, "store.json")),
@@ -390,16 +390,16 @@ ImportResult import_with(const std::filesystem::path& root, const OwnershipMap& 
   std::vector<IncomingEntry> doomed;
   std::optional<IncomingEntry> incoming;
   {
-    UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
+    base::UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
     claim_abandoned(handles, root, doomed);
     incoming.emplace(new_incoming(handles.incoming.get(), root, true));
   }
   doomed.clear();  // deletes what was abandoned, outside the store lock
 
   const std::string work = "incoming/" + incoming->name();
-  UniqueFd work_fd = open_directory(handles.incoming.get(), incoming->name().c_str(), root);
+  base::UniqueFd work_fd = open_directory(handles.incoming.get(), incoming->name().c_str(), root);
   make_directory(work_fd.get(), "rootfs", 0700, root);
-  UniqueFd rootfs_fd = open_directory(work_fd.get(), "rootfs", root);
+  base::UniqueFd rootfs_fd = open_directory(work_fd.get(), "rootfs", root);
 
   ImportResult result;
   ReferenceRecord record;
@@ -417,14 +417,14 @@ ImportResult import_with(const std::filesystem::path& root, const OwnershipMap& 
       {"id", summary.id}, {"entries", summary.entries}, {"bytes", summary.bytes}};
   detail::write_file_atomically(work_fd.get(), "image.json", image_json.dump(2) + "\n",
                                 shown(root, work + "/image.json"));
-  UniqueFd use(
+  base::UniqueFd use(
       ::openat(work_fd.get(), "use.lock", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
   if (!use) throw_errno("cannot create", shown(root, work + "/use.lock"));
   use.reset();
   work_fd.reset();
 
   {
-    UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
+    base::UniqueFd exclusive = lock_store(handles.root.get(), LOCK_EX, root);
     const std::string content = id_hex(summary.id);
     struct stat st {};
     if (::fstatat(handles.content.get(), content.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -466,7 +466,7 @@ ImportResult ImageStore::import_tar(const std::filesystem::path& source,
                                     std::string_view reference) {
   return import_with(root_, ownership_, limits_, reference, SourceKind::tar,
                      [&](detail::RootfsWriter& writer, ImageConfig&, std::string&) {
-                       UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
+                       base::UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
                        if (!fd) throw_errno("cannot open", source.string());
                        struct stat st {};
                        if (::fstat(fd.get(), &st) != 0)
@@ -487,7 +487,7 @@ ImportResult ImageStore::import_oci_layout(const std::filesystem::path& layout,
   return import_with(
       root_, ownership_, limits_, reference, SourceKind::oci_layout,
       [&](detail::RootfsWriter& writer, ImageConfig& config, std::string& source_digest) {
-        UniqueFd fd(::open(layout.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        base::UniqueFd fd(::open(layout.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (!fd) throw_errno("cannot open the OCI layout", layout.string());
         const detail::OciImage image =
             detail::read_oci_layout(fd.get(), layout.string(), tag, limits_);
@@ -523,7 +523,7 @@ std::optional<ImageInfo> ImageStore::find(std::string_view reference) const {
   if (is_image_id(reference)) {
     std::optional<Handles> handles = open_store(root_, ownership_, false);
     if (!handles) return std::nullopt;
-    UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
+    base::UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
     for (const auto& record : read_all_references(*handles, root_)) {
       if (record.id == reference) return describe(*handles, record, root_);
     }
@@ -532,7 +532,7 @@ std::optional<ImageInfo> ImageStore::find(std::string_view reference) const {
   const ImageReference parsed = parse_reference(reference);
   std::optional<Handles> handles = open_store(root_, ownership_, false);
   if (!handles) return std::nullopt;
-  UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
+  base::UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
   const std::optional<ReferenceRecord> record = read_reference(*handles, parsed, root_);
   if (!record) return std::nullopt;
   return describe(*handles, *record, root_);
@@ -553,12 +553,13 @@ ImagePin ImageStore::pin(std::string_view reference) const {
   std::optional<Handles> handles = open_store(root_, ownership_, false);
   if (!handles) unknown_reference(parsed.to_string(), root_);
   // Shared store lock across resolve + flock: a remover needs the exclusive lock to decide.
-  UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
+  base::UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
   const std::optional<ReferenceRecord> record = read_reference(*handles, parsed, root_);
   if (!record) unknown_reference(parsed.to_string(), root_);
   ImageInfo info = describe(*handles, *record, root_);
   const std::string use = id_hex(record->id) + "/use.lock";
-  UniqueFd fd(::openat(handles->content.get(), use.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd fd(
+      ::openat(handles->content.get(), use.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) throw_errno("cannot open", shown(root_, "content/" + use));
   lock(fd.get(), LOCK_SH, shown(root_, "content/" + use));
   return ImagePin(std::move(info), fd.release());
@@ -568,7 +569,7 @@ std::vector<ImageInfo> ImageStore::list() const {
   std::vector<ImageInfo> images;
   std::optional<Handles> handles = open_store(root_, ownership_, false);
   if (!handles) return images;
-  UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
+  base::UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
   for (const auto& record : read_all_references(*handles, root_)) {
     images.push_back(describe(*handles, record, root_));
   }
@@ -581,7 +582,7 @@ void ImageStore::remove(std::string_view reference) {
   if (!handles) unknown_reference(parsed.to_string(), root_);
   std::vector<IncomingEntry> doomed;
   {
-    UniqueFd exclusive = lock_store(handles->root.get(), LOCK_EX, root_);
+    base::UniqueFd exclusive = lock_store(handles->root.get(), LOCK_EX, root_);
     const std::optional<ReferenceRecord> record = read_reference(*handles, parsed, root_);
     if (!record) unknown_reference(parsed.to_string(), root_);
     bool shared_content = false;
@@ -590,7 +591,8 @@ void ImageStore::remove(std::string_view reference) {
     }
     if (!shared_content) {
       const std::string use = id_hex(record->id) + "/use.lock";
-      UniqueFd fd(::openat(handles->content.get(), use.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      base::UniqueFd fd(
+          ::openat(handles->content.get(), use.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (fd && ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
         throw InvalidArgument("image '" + parsed.to_string() +
                                   "' is in use by a live sandbox (its content is pinned); "

@@ -4,10 +4,14 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <seccomp.h>
 #include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +99,45 @@ TEST(FileSystemSink, DisplayAndFsyncOptionsApply) {
   const OutputSink sink = make_file_system_sink(scratch.root(), options);
   EXPECT_EQ(sink.deliver(artifact("x.txt", "x")).display, "got x.txt");
   EXPECT_EQ(read_host_file(scratch.root() / "x.txt"), "x");
+}
+
+// A kernel without openat2 (played by a seccomp filter in a child process): the sink refuses,
+// keeping ENOSYS and naming the requirement, and never lands the file by a plain open instead.
+TEST(FileSystemSink, AKernelWithoutOpenat2IsRefusedNamingTheRequirement) {
+  ScratchDirectory scratch;
+  const OutputSink sink = make_file_system_sink(scratch.root());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    scmp_filter_ctx filter = ::seccomp_init(SCMP_ACT_ALLOW);
+    if (filter == nullptr ||
+        ::seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0) != 0 ||
+        ::seccomp_load(filter) != 0) {
+      ::_exit(10);
+    }
+    for (const char* name : {"top.txt", "a/nested.txt"}) {
+      try {
+        sink.deliver(artifact(name, "landed"));
+        ::_exit(1);
+      } catch (const SystemError& refused) {
+        if (refused.error_number() != ENOSYS) ::_exit(2);
+        if (refused.message().find("Linux 5.6") == std::string::npos) ::_exit(3);
+      } catch (...) {
+        ::_exit(4);
+      }
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: it landed; 2: another errno; 3: the message does not name Linux 5.6; 4: another "
+         "error type; 10: the filter could not be installed";
+  EXPECT_FALSE(fs::exists(scratch.root() / "top.txt"));
+  EXPECT_FALSE(fs::exists(scratch.root() / "a" / "nested.txt"));
+  EXPECT_FALSE(has_temporary_files(scratch.root()));
 }
 
 TEST(FileSystemSink, CannotEscapeThroughALinkPlantedAsAParent) {

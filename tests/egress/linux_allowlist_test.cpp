@@ -31,7 +31,6 @@
 namespace airlock::linux_backend::testing {
 namespace {
 
-using egress::UniqueFd;
 using egress::testing::DecisionLog;
 using egress::testing::LoopbackServer;
 
@@ -84,7 +83,7 @@ class UdpSink {
   }
 
  private:
-  UniqueFd fd_;
+  base::UniqueFd fd_;
   std::uint16_t port_ = 0;
 };
 

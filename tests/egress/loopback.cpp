@@ -129,8 +129,8 @@ void LoopbackServer::serve(int fd) {
   ::close(fd);
 }
 
-UniqueFd connect_tcp(std::uint16_t port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+base::UniqueFd connect_tcp(std::uint16_t port) {
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) fail("socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -142,8 +142,8 @@ UniqueFd connect_tcp(std::uint16_t port) {
   return fd;
 }
 
-UniqueFd connect_unix(const std::string& path) {
-  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+base::UniqueFd connect_unix(const std::string& path) {
+  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) fail("socket");
   sockaddr_un address{};
   address.sun_family = AF_UNIX;

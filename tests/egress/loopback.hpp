@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "egress/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::egress::testing {
 
@@ -42,9 +42,9 @@ class LoopbackServer {
   void serve(int fd);
 
   Mode mode_;
-  UniqueFd listener_;
-  UniqueFd stop_read_;
-  UniqueFd stop_write_;
+  base::UniqueFd listener_;
+  base::UniqueFd stop_read_;
+  base::UniqueFd stop_write_;
   std::uint16_t port_ = 0;
   std::atomic<int> accepted_{0};
   std::mutex mutex_;
@@ -53,8 +53,8 @@ class LoopbackServer {
   std::thread acceptor_;
 };
 
-UniqueFd connect_tcp(std::uint16_t port);
-UniqueFd connect_unix(const std::string& path);
+base::UniqueFd connect_tcp(std::uint16_t port);
+base::UniqueFd connect_unix(const std::string& path);
 
 void send_all(int fd, std::string_view bytes);
 // Reads until "\r\n\r\n"; returns the head (and leaves later bytes in `rest`). Empty on EOF or

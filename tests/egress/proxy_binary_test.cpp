@@ -25,7 +25,7 @@ class Child {
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
     output_.reset(pipe_fds[0]);
-    UniqueFd write_end(pipe_fds[1]);
+    base::UniqueFd write_end(pipe_fds[1]);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, write_end.get(), 1);
@@ -92,7 +92,7 @@ class Child {
 
  private:
   pid_t pid_ = 0;
-  UniqueFd output_;
+  base::UniqueFd output_;
   std::string buffer_;
   std::string seen_;
 };

@@ -198,7 +198,7 @@ TEST(EgressProxyLifecycle, StoppingTheProxyWithOpenTunnelsLeaksNoDescriptorOrThr
   dns.set("allowed.test", {"127.0.0.1"});
   dns.set("slow.test", {"127.0.0.1"}, 300ms);
   LoopbackServer echo(LoopbackServer::Mode::echo);
-  std::vector<UniqueFd> clients;
+  std::vector<base::UniqueFd> clients;
   const std::size_t descriptors_before = open_descriptor_count();
   const std::size_t threads_before = thread_count();
   {

@@ -95,7 +95,7 @@ TEST_F(EgressProxyTest, ConnectionsPastTheBoundGet503AndTheBoundFreesUp) {
   EgressPolicy policy = policy_for({http.port()});
   policy.max_connections = 3;
   const auto listener = proxy->listen(socket_path("egress.sock"), policy, "sbx");
-  std::vector<UniqueFd> idle;
+  std::vector<base::UniqueFd> idle;
   for (int i = 0; i < 3; ++i) idle.push_back(connect_unix(socket_path("egress.sock")));
   for (int i = 0; i < 100 && listener.open_connections() < 3; ++i)
     std::this_thread::sleep_for(10ms);
@@ -119,14 +119,14 @@ TEST_F(EgressProxyTest, OneListenersFloodLeavesAnotherListenerServing) {
   small.max_connections = 2;
   const auto flooded = proxy->listen(socket_path("flooded.sock"), small, "sbx-a");
   const auto quiet = proxy->listen(socket_path("quiet.sock"), policy_for({http.port()}), "sbx-b");
-  std::vector<UniqueFd> flood;
+  std::vector<base::UniqueFd> flood;
   for (int i = 0; i < 20; ++i) flood.push_back(connect_unix(socket_path("flooded.sock")));
   EXPECT_TRUE(good_client_succeeds(socket_path("quiet.sock"), http.port()));
 }
 
 TEST_F(EgressProxyTest, ADialThatHangsGets504) {
   // A listener whose accept queue is full drops further SYNs, so a connect to it hangs.
-  UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd full(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -135,10 +135,10 @@ TEST_F(EgressProxyTest, ADialThatHangsGets504) {
   socklen_t length = sizeof address;
   ::getsockname(full.get(), reinterpret_cast<sockaddr*>(&address), &length);
   const std::uint16_t port = ntohs(address.sin_port);
-  std::vector<UniqueFd> fillers;
+  std::vector<base::UniqueFd> fillers;
   bool hangs = false;
   for (int i = 0; i < 16 && !hangs; ++i) {
-    UniqueFd filler(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    base::UniqueFd filler(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     ::connect(filler.get(), reinterpret_cast<sockaddr*>(&address), sizeof address);
     pollfd entry{filler.get(), POLLOUT, 0};
     hangs = ::poll(&entry, 1, 200) == 0;

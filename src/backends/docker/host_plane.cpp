@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,28 +9,20 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
 
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
+#include "base/openat2.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::docker {
 namespace {
 
-// No link is ever followed, not even a final one, and nothing resolves above the root.
-constexpr std::uint64_t kResolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
 // A recursive removal refuses trees deeper than this rather than recurse without bound.
 constexpr int kMaxDepth = 512;
-
-int open_beneath(int directory, const std::string& path, int flags) {
-  open_how how{};
-  how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
-  how.resolve = kResolve;
-  return static_cast<int>(::syscall(SYS_openat2, directory, path.c_str(), &how, sizeof how));
-}
 
 std::string relative(const std::string& absolute) {
   return absolute == "/" ? "." : absolute.substr(1);
@@ -48,11 +39,12 @@ std::string name_of(const std::string& absolute) {
 }
 
 [[noreturn]] void fail_errno(const std::string& what, int error, const std::string& absolute) {
-  throw SystemError(what + ": " + std::strerror(error), error, absolute);
+  throw SystemError(what + ": " + base::errno_text(error), error, absolute);
 }
 
 // A path whose resolution the kernel refused: a link anywhere is an escape, a file where a
-// directory belongs is NotADirectory, anything else the kernel's own words.
+// directory belongs is NotADirectory, anything else the kernel's own words (a kernel without
+// openat2 says so).
 [[noreturn]] void fail_resolution(int error, const std::string& absolute) {
   if (error == ELOOP || error == EXDEV) {
     throw ConfinementError("'" + absolute + "' passes through a link");
@@ -60,15 +52,17 @@ std::string name_of(const std::string& absolute) {
   if (error == ENOTDIR) {
     throw NotADirectory("a component of " + absolute + " is not a directory", absolute);
   }
-  fail_errno("cannot resolve " + absolute, error, absolute);
+  throw SystemError("cannot resolve " + absolute + ": " + base::errno_text(error, "openat2"), error,
+                    absolute);
 }
 
 // The directory at `absolute`, as an O_PATH descriptor; invalid when it does not exist.
-UniqueFd open_directory(int root, const std::string& absolute) {
-  const int fd = open_beneath(root, relative(absolute), O_PATH | O_DIRECTORY);
-  if (fd >= 0) return UniqueFd(fd);
-  if (errno == ENOENT) return UniqueFd();
-  fail_resolution(errno, absolute);
+base::UniqueFd open_directory(int root, const std::string& absolute) {
+  auto opened =
+      base::openat2(root, relative(absolute).c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+  if (opened) return std::move(opened.fd);
+  if (opened.error == ENOENT) return {};
+  fail_resolution(opened.error, absolute);
 }
 
 EntryKind kind_of(const struct stat& status) {
@@ -108,23 +102,21 @@ void remove_tree(int parent, const std::string& name, const std::string& absolut
                           " directories; it is not removed",
                       ELOOP, absolute);
   }
-  const int opened = open_beneath(parent, name, O_RDONLY | O_DIRECTORY);
-  if (opened < 0) {
-    if (errno == ENOENT) return;
+  auto opened = base::openat2(parent, name.c_str(), O_RDONLY | O_DIRECTORY, base::kResolveConfined);
+  if (!opened) {
+    if (opened.error == ENOENT) return;
     // Swapped for a link or a file since it was looked at: unlink the entry itself.
-    if (errno == ELOOP || errno == ENOTDIR) {
+    if (opened.error == ELOOP || opened.error == ENOTDIR) {
       if (::unlinkat(parent, name.c_str(), 0) != 0 && errno != ENOENT) {
         fail_errno("cannot remove " + absolute, errno, absolute);
       }
       return;
     }
-    fail_errno("cannot open " + absolute, errno, absolute);
+    fail_errno("cannot open " + absolute, opened.error, absolute);
   }
-  DIR* listing = ::fdopendir(opened);
-  if (listing == nullptr) {
-    ::close(opened);
-    fail_errno("cannot list " + absolute, errno, absolute);
-  }
+  DIR* listing = ::fdopendir(opened.fd.get());
+  if (listing == nullptr) fail_errno("cannot list " + absolute, errno, absolute);
+  opened.fd.release();  // the listing owns it now
   struct CloseDir {
     DIR* listing;
     ~CloseDir() { ::closedir(listing); }
@@ -149,11 +141,6 @@ void remove_tree(int parent, const std::string& name, const std::string& absolut
 
 }  // namespace
 
-void UniqueFd::reset() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 // ---- attaching --------------------------------------------------------------------------------
 
 std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int init_pid,
@@ -171,9 +158,10 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
   HostRoot root;
   // The pidfd pins the process: everything read through /proc/<pid> below is checked against
   // it afterwards, so a pid reused in between is caught.
-  root.pidfd_ = UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, init_pid, 0)));
-  if (!root.pidfd_.valid()) {
-    why = "pid " + std::to_string(init_pid) + " is not visible here (" + std::strerror(errno) + ")";
+  root.pidfd_.reset(static_cast<int>(::syscall(SYS_pidfd_open, init_pid, 0)));
+  if (!root.pidfd_) {
+    why = "pid " + std::to_string(init_pid) + " is not visible here (" + base::errno_text(errno) +
+          ")";
     return std::nullopt;
   }
   const std::string proc = "/proc/" + std::to_string(init_pid);
@@ -197,10 +185,9 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
     why = "the container has a user namespace of its own (root here is not root there)";
     return std::nullopt;
   }
-  root.root_ = UniqueFd(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root.root_.valid()) {
-    why = "the container's root cannot be opened from here (" + std::string(std::strerror(errno)) +
-          ")";
+  root.root_.reset(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.root_) {
+    why = "the container's root cannot be opened from here (" + base::errno_text(errno) + ")";
     return std::nullopt;
   }
   if (!root.alive()) {
@@ -211,7 +198,7 @@ std::optional<HostRoot> HostRoot::attach(const std::string& container_id, int in
 }
 
 bool HostRoot::alive() const noexcept {
-  return pidfd_.valid() && ::syscall(SYS_pidfd_send_signal, pidfd_.get(), 0, nullptr, 0) == 0;
+  return pidfd_ && ::syscall(SYS_pidfd_send_signal, pidfd_.get(), 0, nullptr, 0) == 0;
 }
 
 // ---- the file methods -------------------------------------------------------------------------
@@ -224,8 +211,8 @@ std::optional<SandboxEntry> stat(int root, const std::string& absolute,
   if (absolute == "/") {
     if (::fstat(root, &status) != 0) fail_errno("cannot stat /", errno, absolute);
   } else {
-    const UniqueFd directory = open_directory(root, parent_of(absolute));
-    if (!directory.valid()) return std::nullopt;
+    const base::UniqueFd directory = open_directory(root, parent_of(absolute));
+    if (!directory) return std::nullopt;
     const auto found = stat_entry(directory.get(), name_of(absolute), absolute);
     if (!found) return std::nullopt;
     status = *found;
@@ -240,8 +227,8 @@ std::optional<SandboxEntry> stat(int root, const std::string& absolute,
 std::string read(int root, const std::string& absolute, std::string_view path,
                  std::uint64_t max_bytes) {
   const std::string quoted = "'" + std::string(path) + "'";
-  const UniqueFd directory = open_directory(root, parent_of(absolute));
-  if (!directory.valid()) throw NotFound(quoted + " does not exist", absolute);
+  const base::UniqueFd directory = open_directory(root, parent_of(absolute));
+  if (!directory) throw NotFound(quoted + " does not exist", absolute);
   const std::string name = name_of(absolute);
   const auto status = stat_entry(directory.get(), name, absolute);
   if (!status) throw NotFound(quoted + " does not exist", absolute);
@@ -263,9 +250,9 @@ std::string read(int root, const std::string& absolute, std::string_view path,
   judge(*status);
   // O_NOFOLLOW: a link swapped in since the stat is refused, not followed; O_NONBLOCK: a FIFO
   // swapped in does not hang the open.
-  const UniqueFd file(::openat(directory.get(), name.c_str(),
-                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!file.valid()) {
+  const base::UniqueFd file(::openat(directory.get(), name.c_str(),
+                                     O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!file) {
     if (errno == ELOOP) {
       throw SystemError(quoted + " is a link; links are never read", ELOOP, absolute);
     }
@@ -304,8 +291,9 @@ std::string read(int root, const std::string& absolute, std::string_view path,
 void write(int root, const std::string& absolute, std::string_view path, std::string_view content) {
   const std::string quoted = "'" + std::string(path) + "'";
   // Parents one component at a time, each created if missing and then opened without following.
-  UniqueFd directory(open_beneath(root, ".", O_PATH | O_DIRECTORY));
-  if (!directory.valid()) fail_errno("cannot open the sandbox's root", errno, "/");
+  auto opened_root = base::openat2(root, ".", O_PATH | O_DIRECTORY, base::kResolveConfined);
+  if (!opened_root) fail_errno("cannot open the sandbox's root", opened_root.error, "/");
+  base::UniqueFd directory = std::move(opened_root.fd);
   const std::string parent = parent_of(absolute);
   std::string walked;
   for (std::size_t start = 1; start < parent.size();) {
@@ -313,15 +301,17 @@ void write(int root, const std::string& absolute, std::string_view path, std::st
     if (end == std::string::npos) end = parent.size();
     const std::string component = parent.substr(start, end - start);
     walked += "/" + component;
-    int next = open_beneath(directory.get(), component, O_PATH | O_DIRECTORY);
-    if (next < 0 && errno == ENOENT) {
+    auto next = base::openat2(directory.get(), component.c_str(), O_PATH | O_DIRECTORY,
+                              base::kResolveConfined);
+    if (next.error == ENOENT) {
       if (::mkdirat(directory.get(), component.c_str(), 0755) != 0 && errno != EEXIST) {
         fail_errno("cannot create " + walked, errno, walked);
       }
-      next = open_beneath(directory.get(), component, O_PATH | O_DIRECTORY);
+      next = base::openat2(directory.get(), component.c_str(), O_PATH | O_DIRECTORY,
+                           base::kResolveConfined);
     }
-    if (next < 0) fail_resolution(errno, walked);
-    directory = UniqueFd(next);
+    if (!next) fail_resolution(next.error, walked);
+    directory = std::move(next.fd);
     start = end + 1;
   }
   const std::string name = name_of(absolute);
@@ -335,9 +325,9 @@ void write(int root, const std::string& absolute, std::string_view path, std::st
   // Written aside, then renamed over the name: a reader never sees half a file, and a link
   // raced onto the name is replaced, never written through.
   const std::string staged = ".airlock-write-" + random_suffix();
-  UniqueFd file(::openat(directory.get(), staged.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!file.valid()) fail_errno("cannot write " + quoted, errno, absolute);
+  base::UniqueFd file(::openat(directory.get(), staged.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!file) fail_errno("cannot write " + quoted, errno, absolute);
   const auto discard = [&] { ::unlinkat(directory.get(), staged.c_str(), 0); };
   ::fchmod(file.get(), 0644);
   for (std::size_t written = 0; written < content.size();) {
@@ -365,17 +355,18 @@ void write(int root, const std::string& absolute, std::string_view path, std::st
 
 std::vector<SandboxEntry> list(int root, const std::string& absolute,
                                std::string_view working_directory) {
-  const int opened = open_beneath(root, relative(absolute), O_RDONLY | O_DIRECTORY);
-  if (opened < 0) {
-    if (errno == ENOENT) throw NotFound("'" + absolute + "' does not exist", absolute);
-    if (errno == ENOTDIR) throw NotADirectory("'" + absolute + "' is not a directory", absolute);
-    fail_resolution(errno, absolute);
+  auto opened = base::openat2(root, relative(absolute).c_str(), O_RDONLY | O_DIRECTORY,
+                              base::kResolveConfined);
+  if (!opened) {
+    if (opened.error == ENOENT) throw NotFound("'" + absolute + "' does not exist", absolute);
+    if (opened.error == ENOTDIR) {
+      throw NotADirectory("'" + absolute + "' is not a directory", absolute);
+    }
+    fail_resolution(opened.error, absolute);
   }
-  DIR* listing = ::fdopendir(opened);
-  if (listing == nullptr) {
-    ::close(opened);
-    fail_errno("cannot list " + absolute, errno, absolute);
-  }
+  DIR* listing = ::fdopendir(opened.fd.get());
+  if (listing == nullptr) fail_errno("cannot list " + absolute, errno, absolute);
+  opened.fd.release();  // the listing owns it now
   struct CloseDir {
     DIR* listing;
     ~CloseDir() { ::closedir(listing); }
@@ -400,8 +391,8 @@ std::vector<SandboxEntry> list(int root, const std::string& absolute,
 }
 
 void remove(int root, const std::string& absolute, std::string_view path, bool recursive) {
-  const UniqueFd directory = open_directory(root, parent_of(absolute));
-  if (!directory.valid()) return;  // a missing path is success
+  const base::UniqueFd directory = open_directory(root, parent_of(absolute));
+  if (!directory) return;  // a missing path is success
   const std::string name = name_of(absolute);
   const auto status = stat_entry(directory.get(), name, absolute);
   if (!status) return;

@@ -18,38 +18,9 @@
 #include <vector>
 
 #include "airlock/records.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::docker {
-
-// An owned file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.release();
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset() noexcept;
-
- private:
-  int fd_ = -1;
-};
 
 // The container's root as seen from the host, pinned to the init process it belongs to.
 class HostRoot {
@@ -62,8 +33,8 @@ class HostRoot {
   int fd() const noexcept { return root_.get(); }
 
  private:
-  UniqueFd pidfd_;
-  UniqueFd root_;
+  base::UniqueFd pidfd_;
+  base::UniqueFd root_;
 };
 
 // The Sandbox file methods over a HostRoot. Each takes the absolute, lexically confined guest

@@ -7,13 +7,13 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "airlock/errors.hpp"
 #include "backends/guest_seccomp_policy.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -136,7 +136,7 @@ SeccompOption::SeccompOption(EngineFlavour flavour) {
   const int fd = ::mkstemps(path.data(), 5);
   if (fd < 0) {
     throw BackendError("the sandbox's seccomp profile could not be written for the engine",
-                       path + ": " + std::strerror(errno));
+                       base::errno_error("mkstemps", path));
   }
   file_ = path;
   std::size_t written = 0;

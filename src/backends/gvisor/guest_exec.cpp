@@ -7,11 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <mutex>
 
 #include "airlock/errors.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::gvisor_backend {
 namespace {
@@ -28,11 +28,11 @@ void set_nonblocking(int fd) {
 }
 
 struct Streams {
-  UniqueFd out;
-  UniqueFd err;
-  UniqueFd status;
-  UniqueFd in;       // our end of the command's stdin
-  UniqueFd control;  // our end of the control pipe
+  base::UniqueFd out;
+  base::UniqueFd err;
+  base::UniqueFd status;
+  base::UniqueFd in;       // our end of the command's stdin
+  base::UniqueFd control;  // our end of the control pipe
 };
 
 }  // namespace
@@ -82,16 +82,16 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
   if (in) in->read.reset();
 
   Streams streams{std::move(out.read), std::move(err.read), std::move(status.read),
-                  in ? std::move(in->write) : UniqueFd(), std::move(control.write)};
+                  in ? std::move(in->write) : base::UniqueFd(), std::move(control.write)};
   if (command.direct) streams.status.reset();
-  for (const UniqueFd* fd : {&streams.out, &streams.err, &streams.status, &streams.in}) {
-    if (fd->valid()) set_nonblocking(fd->get());
+  for (const base::UniqueFd* fd : {&streams.out, &streams.err, &streams.status, &streams.in}) {
+    if (*fd) set_nonblocking(fd->get());
   }
   std::size_t fed = 0;
-  if (streams.in.valid() && command.stdin_bytes.empty()) streams.in.reset();
+  if (streams.in && command.stdin_bytes.empty()) streams.in.reset();
 
   // A stop request wakes the poll through an eventfd.
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  base::UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   std::stop_callback on_stop(command.stop, [&wake] {
     const std::uint64_t one = 1;
     (void)!::write(wake.get(), &one, sizeof one);
@@ -114,7 +114,7 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
     kill_deadline = Clock::now() + kKillGrace;
     if (command.direct) {
       ::kill(client, SIGKILL);
-    } else if (streams.control.valid()) {
+    } else if (streams.control) {
       const char byte = 'k';
       (void)!::write(streams.control.get(), &byte, 1);
     }
@@ -122,10 +122,10 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
 
   char buffer[65536];
   for (;;) {
-    const bool status_done = !streams.status.valid();
+    const bool status_done = !streams.status;
     if (client_exit < 0) client_exit = poll_process(client);
     if (client_exit >= 0 && status_done && !drain_until) drain_until = Clock::now() + kDrainGrace;
-    const bool streams_done = !streams.out.valid() && !streams.err.valid();
+    const bool streams_done = !streams.out && !streams.err;
     if (client_exit >= 0 && status_done && (streams_done || Clock::now() >= *drain_until)) break;
     if (killing && Clock::now() >= kill_deadline) {
       ::kill(client, SIGKILL);
@@ -154,7 +154,7 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
     wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, 20));
     if (::poll(fds, 5, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
 
-    if (streams.in.valid() && (fds[3].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+    if (streams.in && (fds[3].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
       const ssize_t wrote = ::write(streams.in.get(), command.stdin_bytes.data() + fed,
                                     command.stdin_bytes.size() - fed);
       if (wrote > 0) fed += static_cast<std::size_t>(wrote);
@@ -162,7 +162,7 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
         streams.in.reset();
       }
     }
-    if (streams.status.valid() && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    if (streams.status && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       const ssize_t got = ::read(streams.status.get(), buffer, sizeof buffer);
       if (got > 0 && status_text.size() < 4096) {
         status_text.append(buffer, static_cast<std::size_t>(got));
@@ -171,8 +171,8 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
       }
     }
     for (int index = 0; index < 2; ++index) {
-      UniqueFd& stream = index == 0 ? streams.out : streams.err;
-      if (!stream.valid() || (fds[index].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      base::UniqueFd& stream = index == 0 ? streams.out : streams.err;
+      if (!stream || (fds[index].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t got = ::read(stream.get(), buffer, sizeof buffer);
       if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
         stream.reset();
@@ -245,7 +245,8 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
     }
     // As a shell would answer: 127 for a command that could not be found or run.
     result.exit_code = 127;
-    result.stderr_bytes += command.argv[0] + ": " + std::strerror(static_cast<int>(value)) + "\n";
+    result.stderr_bytes +=
+        command.argv[0] + ": " + base::errno_text(static_cast<int>(value)) + "\n";
   } else {
     // No status line: runsc itself failed (container gone), or the helper was killed from
     // inside the guest.

@@ -221,7 +221,7 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
   const auto held = identity(id);
   std::lock_guard in_process(held->mutex);
-  const UniqueFd across_processes = store_.lock(id);
+  const base::UniqueFd across_processes = store_.lock(id);
 
   const auto record = store_.read(id);
   if (record && record->state == "running") {
@@ -344,7 +344,7 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     shepherd.insert(shepherd.end(), argv.begin(), argv.end());
 
     const auto log_path = directory / "runsc.log";
-    UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    base::UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     Pipe status = Pipe::make();
     const pid_t first = spawn_process(
         SpawnRequest{shepherd, -1, log.get(), log.get(), {status.write.get(), pin.fd()}});
@@ -416,7 +416,7 @@ bool GvisorBackend::teardown(const std::string& id) noexcept {
   try {
     const auto held = identity(id);
     std::lock_guard in_process(held->mutex);
-    const UniqueFd across_processes = store_.lock(id);
+    const base::UniqueFd across_processes = store_.lock(id);
     return teardown_locked(id);
   } catch (const std::exception& error) {
     spdlog::warn("gvisor: could not dispose of {}: {}", id, error_detail(error));

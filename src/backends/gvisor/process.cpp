@@ -8,60 +8,40 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 
 extern char** environ;
 
 namespace airlock::gvisor_backend {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    reset();
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-int UniqueFd::release() noexcept {
-  const int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void UniqueFd::reset() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Pipe Pipe::make() {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw BackendError("the gvisor backend could not create a pipe",
-                       std::string("pipe2: ") + std::strerror(errno));
+    throw BackendError("the gvisor backend could not create a pipe", base::errno_error("pipe2"));
   }
-  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+  return Pipe{base::UniqueFd(fds[0]), base::UniqueFd(fds[1])};
 }
 
 pid_t spawn_process(const SpawnRequest& request) {
   if (request.argv.empty()) throw BackendError("nothing to spawn");
   // Sources are first duplicated above every target number, so that placing one never
   // clobbers another that happens to sit on a target number.
-  std::vector<UniqueFd> staged;
+  std::vector<base::UniqueFd> staged;
   const std::vector<int> sources = [&] {
     std::vector<int> all = {request.stdin_fd, request.stdout_fd, request.stderr_fd};
     all.insert(all.end(), request.extra.begin(), request.extra.end());
     return all;
   }();
   const int above = 3 + static_cast<int>(request.extra.size()) + 16;
-  UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
+  base::UniqueFd null_fd(::open("/dev/null", O_RDWR | O_CLOEXEC));
   for (int source : sources) {
     const int from = source >= 0 ? source : null_fd.get();
     const int copy = ::fcntl(from, F_DUPFD_CLOEXEC, above);
     if (copy < 0) {
       throw BackendError("the gvisor backend could not prepare a process",
-                         std::string("dup: ") + std::strerror(errno));
+                         base::errno_error("fcntl(F_DUPFD)"));
     }
     staged.emplace_back(copy);
   }
@@ -90,7 +70,7 @@ pid_t spawn_process(const SpawnRequest& request) {
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {
     throw BackendError("the gvisor backend could not start a helper process",
-                       request.argv[0] + ": " + std::strerror(error));
+                       base::SyscallError(error, "posix_spawn", request.argv[0]));
   }
   return pid;
 }
@@ -128,7 +108,7 @@ Completed run_to_completion(const std::vector<std::string>& argv, std::chrono::m
   Completed result;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[16384];
-  while (out.read.valid() || err.read.valid()) {
+  while (out.read || err.read) {
     pollfd fds[3] = {
         {out.read.get(), POLLIN, 0}, {err.read.get(), POLLIN, 0}, {in.write.get(), POLLOUT, 0}};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -139,15 +119,15 @@ Completed run_to_completion(const std::vector<std::string>& argv, std::chrono::m
       break;
     }
     if (::poll(fds, 3, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
-    if (in.write.valid() && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+    if (in.write && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
       const ssize_t wrote = ::write(in.write.get(), input.data() + fed, input.size() - fed);
       if (wrote > 0) fed += static_cast<std::size_t>(wrote);
       if (wrote < 0 && errno != EAGAIN && errno != EINTR) fed = input.size();
       if (fed >= input.size()) in.write.reset();
     }
     for (int index = 0; index < 2; ++index) {
-      UniqueFd& stream = index == 0 ? out.read : err.read;
-      if (!stream.valid() || (fds[index].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      base::UniqueFd& stream = index == 0 ? out.read : err.read;
+      if (!stream || (fds[index].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t got = ::read(stream.get(), buffer, sizeof buffer);
       if (got <= 0) {
         if (got < 0 && errno == EINTR) continue;

@@ -8,30 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.hpp"
+
 namespace airlock::gvisor_backend {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) noexcept : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const noexcept { return fd_; }
-  bool valid() const noexcept { return fd_ >= 0; }
-  int release() noexcept;
-  void reset() noexcept;
-
- private:
-  int fd_ = -1;
-};
-
 struct Pipe {
-  UniqueFd read;
-  UniqueFd write;
+  base::UniqueFd read;
+  base::UniqueFd write;
   static Pipe make();  // both ends O_CLOEXEC; throws BackendError
 };
 

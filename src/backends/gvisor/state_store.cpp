@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "airlock/errors.hpp"
-#include "airlock/state_dir.hpp"
 #include "airlock/json.hpp"
+#include "airlock/state_dir.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::gvisor_backend {
 
@@ -24,7 +24,7 @@ std::string random_hex(std::size_t bytes) {
   while (filled < bytes) {
     const ssize_t got = ::getrandom(raw.data() + filled, bytes - filled, 0);
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) throw BackendError("no randomness", std::strerror(errno));
+    if (got <= 0) throw BackendError("no randomness", base::errno_error("getrandom"));
     filled += static_cast<std::size_t>(got);
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -47,22 +47,30 @@ namespace {
 void make_own_directory(const std::filesystem::path& path, mode_t mode, uid_t uid, gid_t gid) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     throw BackendError("the gvisor backend could not create its state directory",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("mkdir", path.string()));
   }
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   struct stat info {};
-  if (!fd.valid() || ::fstat(fd.get(), &info) != 0) {
+  if (!fd || ::fstat(fd.get(), &info) != 0) {
+    const int error = errno;
     throw BackendError("the gvisor backend refuses its state directory",
-                       path.string() + " is not a directory it can open without following a "
-                                       "link: " + std::strerror(errno));
+                       path.string() +
+                           " is not a directory it can open without following a "
+                           "link: " +
+                           base::errno_text(error),
+                       base::errno_code(error));
   }
   if (info.st_uid != 0 && info.st_uid != uid) {
     throw BackendError("the gvisor backend refuses its state directory",
                        path.string() + " belongs to uid " + std::to_string(info.st_uid));
   }
-  if (::fchown(fd.get(), uid, gid) != 0 || ::fchmod(fd.get(), mode) != 0) {
+  if (::fchown(fd.get(), uid, gid) != 0) {
     throw BackendError("the gvisor backend could not prepare its state directory",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("fchown", path.string()));
+  }
+  if (::fchmod(fd.get(), mode) != 0) {
+    throw BackendError("the gvisor backend could not prepare its state directory",
+                       base::errno_error("fchmod", path.string()));
   }
 }
 
@@ -88,17 +96,17 @@ void StateStore::ensure_layout(std::uint32_t uid_base) const {
   make_own_directory(empty_dir(), 01777, uid_base, uid_base);
 }
 
-UniqueFd StateStore::lock(const std::string& id) const {
+base::UniqueFd StateStore::lock(const std::string& id) const {
   const auto path = base_ / "locks" / (id + ".lock");
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) {
+  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!fd) {
     throw BackendError("the gvisor backend could not lock a sandbox",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("open", path.string()));
   }
   while (::flock(fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) {
       throw BackendError("the gvisor backend could not lock a sandbox",
-                         path.string() + ": " + std::strerror(errno));
+                         base::errno_error("flock", path.string()));
     }
   }
   return fd;

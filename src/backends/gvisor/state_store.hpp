@@ -68,7 +68,7 @@ class StateStore {
 
   // Creates (or checks) every directory above, never through a link; `uid_base` owns empty/.
   void ensure_layout(std::uint32_t uid_base) const;
-  UniqueFd lock(const std::string& id) const;
+  base::UniqueFd lock(const std::string& id) const;
 
   std::optional<Record> read(const std::string& id) const;
   void write(const Record& record) const;

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,7 +14,8 @@
 
 #include "airlock/errors.hpp"
 #include "backends/linux/syscalls.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/syscall_error.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -30,7 +30,7 @@ std::string read_small_file(const std::string& path) {
 }
 
 bool write_small_file(const std::string& path, const std::string& value, int* error = nullptr) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (fd && ::write(fd.get(), value.data(), value.size()) == static_cast<ssize_t>(value.size())) {
     return true;
   }
@@ -78,7 +78,7 @@ std::vector<pid_t> members(const std::string& directory) {
 // SIGKILL a member, through a pidfd taken *before* checking it still belongs here, so a pid
 // reused by an unrelated process in between is never signalled.
 void kill_member(pid_t pid, const std::string& directory) {
-  UniqueFd process(sys::pidfd_open(pid));
+  base::UniqueFd process(sys::pidfd_open(pid));
   if (!process) return;
   const std::string cgroups = read_small_file("/proc/" + std::to_string(pid) + "/cgroup");
   // The directory's path within its hierarchy, as /proc/<pid>/cgroup spells it: everything
@@ -241,7 +241,8 @@ void write_limits(const CgroupLayout& layout, const std::string& directory,
   int error = 0;
   auto failed = [&](const std::string& what) {
     throw BackendError("the sandbox's cgroups could not be set up",
-                       what + " in " + directory + ": " + std::strerror(error));
+                       what + " in " + directory + ": " + base::errno_text(error),
+                       base::errno_code(error));
   };
   if (exists(directory + "/cgroup.controllers")) {
     // A limit this hierarchy is responsible for must have its file: never skip one silently.
@@ -309,11 +310,11 @@ void create_instance_cgroups(const CgroupLayout& layout, const InstanceCgroups& 
       const std::string parent = directory.substr(0, directory.rfind('/'));
       if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
         throw BackendError("the sandbox's cgroups could not be set up",
-                           "mkdir " + parent + ": " + std::strerror(errno));
+                           base::errno_error("mkdir", parent));
       }
       if (::mkdir(directory.c_str(), 0755) != 0) {
         throw BackendError("the sandbox's cgroups could not be set up",
-                           "mkdir " + directory + ": " + std::strerror(errno));
+                           base::errno_error("mkdir", directory));
       }
       made.push_back(directory);
       if (exists(directory + "/cgroup.controllers")) {
@@ -341,7 +342,7 @@ void delegate_instance_cgroups(const InstanceCgroups& planned, uid_t guest_root)
   for (const char* file : {"", "/cgroup.procs", "/cgroup.threads", "/cgroup.subtree_control"}) {
     if (::chown((directory + file).c_str(), guest_root, guest_root) != 0) {
       throw BackendError("the sandbox's cgroups could not be set up",
-                         "delegate " + directory + ": " + std::strerror(errno));
+                         base::errno_error("chown", directory + file));
     }
   }
 }

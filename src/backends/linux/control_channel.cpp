@@ -16,6 +16,7 @@
 
 #include "airlock/errors.hpp"
 #include "backends/linux/protocol.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -33,13 +34,13 @@ struct sockaddr_un address_for(const std::string& path) {
   return address;
 }
 
-std::string resolve_address(const std::filesystem::path& path, UniqueFd& directory) {
+std::string resolve_address(const std::filesystem::path& path, base::UniqueFd& directory) {
   const std::string direct = path.string();
   if (direct.size() < sizeof(sockaddr_un::sun_path)) return direct;
   directory.reset(::open(path.parent_path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!directory) {
     throw BackendError("the sandbox's control socket is unreachable",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("open", path.parent_path().string()));
   }
   return "/proc/self/fd/" + std::to_string(directory.get()) + "/" + path.filename().string();
 }
@@ -48,7 +49,7 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 
 protocol::Reply receive_reply(int socket) {
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   const long received = protocol::receive_message(socket, bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply)) {
@@ -67,17 +68,22 @@ int milliseconds_until(Clock::time_point when) {
 
 }  // namespace
 
-UniqueFd listen_control_socket(const std::filesystem::path& path) {
-  UniqueFd directory;
+base::UniqueFd listen_control_socket(const std::filesystem::path& path) {
+  base::UniqueFd directory;
   const std::string address_text = resolve_address(path, directory);
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!listener) throw BackendError("the control socket could not be made", std::strerror(errno));
+  base::UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!listener) {
+    throw BackendError("the control socket could not be made", base::errno_error("socket"));
+  }
   const struct sockaddr_un address = address_for(address_text);
   if (::bind(listener.get(), reinterpret_cast<const struct sockaddr*>(&address), sizeof address) !=
-          0 ||
-      ::listen(listener.get(), 128) != 0) {
+      0) {
     throw BackendError("the control socket could not be made",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("bind", path.string()));
+  }
+  if (::listen(listener.get(), 128) != 0) {
+    throw BackendError("the control socket could not be made",
+                       base::errno_error("listen", path.string()));
   }
   return listener;
 }
@@ -85,22 +91,22 @@ UniqueFd listen_control_socket(const std::filesystem::path& path) {
 ControlChannel::ControlChannel(const std::filesystem::path& socket_path, std::string secret)
     : address_(resolve_address(socket_path, directory_)), secret_(std::move(secret)) {}
 
-UniqueFd ControlChannel::connect() const {
-  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!socket) throw BackendError("cannot reach the sandbox", std::strerror(errno));
+base::UniqueFd ControlChannel::connect() const {
+  base::UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket) throw BackendError("cannot reach the sandbox", base::errno_error("socket"));
   const struct sockaddr_un address = address_for(address_);
   while (::connect(socket.get(), reinterpret_cast<const struct sockaddr*>(&address),
                    sizeof address) != 0) {
     if (errno == EINTR) continue;
     throw BackendError("the sandbox is gone (disposed, or its init died)",
-                       address_ + ": " + std::strerror(errno));
+                       base::errno_error("connect", address_));
   }
   return socket;
 }
 
 bool ControlChannel::ping() const noexcept {
   try {
-    UniqueFd socket = connect();
+    base::UniqueFd socket = connect();
     if (protocol::send_message(socket.get(), protocol::encode_header(protocol::Op::ping, 0, secret_),
                                nullptr, 0) != 0) {
       return false;
@@ -115,14 +121,15 @@ bool ControlChannel::ping() const noexcept {
 }
 
 ControlChannel::Roots ControlChannel::fetch_roots() const {
-  UniqueFd socket = connect();
+  base::UniqueFd socket = connect();
   if (const int error = protocol::send_message(
           socket.get(), protocol::encode_header(protocol::Op::root, 0, secret_), nullptr, 0);
       error != 0) {
-    throw BackendError("the sandbox's init stopped answering", std::strerror(error));
+    throw BackendError("the sandbox's init stopped answering",
+                       base::SyscallError(error, "sendmsg"));
   }
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   const long received = protocol::receive_message(socket.get(), bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
@@ -133,14 +140,15 @@ ControlChannel::Roots ControlChannel::fetch_roots() const {
 }
 
 ControlChannel::Namespaces ControlChannel::fetch_namespaces() const {
-  UniqueFd socket = connect();
+  base::UniqueFd socket = connect();
   if (const int error = protocol::send_message(
           socket.get(), protocol::encode_header(protocol::Op::namespaces, 0, secret_), nullptr, 0);
       error != 0) {
-    throw BackendError("the sandbox's init stopped answering", std::strerror(error));
+    throw BackendError("the sandbox's init stopped answering",
+                       base::SyscallError(error, "sendmsg"));
   }
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   const long received = protocol::receive_message(socket.get(), bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
@@ -167,17 +175,23 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
 
   int out_pipe[2];
   int err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw BackendError("pipe failed", std::strerror(errno));
-  UniqueFd out_read(out_pipe[0]);
-  UniqueFd out_write(out_pipe[1]);
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw BackendError("pipe failed", std::strerror(errno));
-  UniqueFd err_read(err_pipe[0]);
-  UniqueFd err_write(err_pipe[1]);
-  UniqueFd in_read;
-  UniqueFd in_write;
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    throw BackendError("pipe failed", base::errno_error("pipe2"));
+  }
+  base::UniqueFd out_read(out_pipe[0]);
+  base::UniqueFd out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw BackendError("pipe failed", base::errno_error("pipe2"));
+  }
+  base::UniqueFd err_read(err_pipe[0]);
+  base::UniqueFd err_write(err_pipe[1]);
+  base::UniqueFd in_read;
+  base::UniqueFd in_write;
   if (plan.feed_stdin) {
     int in_pipe[2];
-    if (::pipe2(in_pipe, O_CLOEXEC) != 0) throw BackendError("pipe failed", std::strerror(errno));
+    if (::pipe2(in_pipe, O_CLOEXEC) != 0) {
+      throw BackendError("pipe failed", base::errno_error("pipe2"));
+    }
     in_read.reset(in_pipe[0]);
     in_write.reset(in_pipe[1]);
   }
@@ -190,12 +204,14 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   }
   std::vector<int> fds;
   std::string message;
-  UniqueFd body_memfd;
+  base::UniqueFd body_memfd;
   if (body.size() > protocol::kInlineLimit) {
     body_memfd.reset(::memfd_create("airlock-exec", MFD_CLOEXEC));
-    if (!body_memfd || ::write(body_memfd.get(), body.data(), body.size()) !=
-                           static_cast<ssize_t>(body.size())) {
-      throw BackendError("the command could not be sent", std::strerror(errno));
+    if (!body_memfd) {
+      throw BackendError("the command could not be sent", base::errno_error("memfd_create"));
+    }
+    if (::write(body_memfd.get(), body.data(), body.size()) != static_cast<ssize_t>(body.size())) {
+      throw BackendError("the command could not be sent", base::errno_error("write", "memfd"));
     }
     message = protocol::encode_header(protocol::Op::exec, protocol::kBodyInMemfd, secret_);
     fds.push_back(body_memfd.get());
@@ -206,10 +222,11 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   fds.push_back(err_write.get());
   if (plan.feed_stdin) fds.push_back(in_read.get());
 
-  UniqueFd socket = connect();
+  base::UniqueFd socket = connect();
   if (const int error = protocol::send_message(socket.get(), message, fds.data(), fds.size());
       error != 0) {
-    throw BackendError("the command could not be sent to the sandbox", std::strerror(error));
+    throw BackendError("the command could not be sent to the sandbox",
+                       base::SyscallError(error, "sendmsg"));
   }
   // Only the command holds the write ends now: end of stream means it (and its heirs) closed them.
   out_write.reset();
@@ -220,11 +237,11 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   set_nonblocking(err_read.get());
   if (in_write) set_nonblocking(in_write.get());
 
-  UniqueFd cancel;
+  base::UniqueFd cancel;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   if (plan.stop.stop_possible()) {
     cancel.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!cancel) throw BackendError("eventfd failed", std::strerror(errno));
+    if (!cancel) throw BackendError("eventfd failed", base::errno_error("eventfd"));
     const int cancel_fd = cancel.get();
     on_stop.emplace(plan.stop, std::function<void()>([cancel_fd] {
                       const std::uint64_t one = 1;
@@ -269,7 +286,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
     into.append(data, size);
     total += size;
   };
-  auto drain = [&](UniqueFd& pipe, std::string& into) {
+  auto drain = [&](base::UniqueFd& pipe, std::string& into) {
     char chunk[65536];
     for (;;) {
       const ssize_t got = ::read(pipe.get(), chunk, sizeof chunk);
@@ -298,7 +315,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
     const nfds_t in_index = in_write ? add(in_write.get(), POLLOUT) : ~nfds_t{0};
     const Clock::time_point wake = std::min(hard_limit, kill_limit);
     const int ready = ::poll(polled, count, milliseconds_until(wake));
-    if (ready < 0 && errno != EINTR) throw BackendError("poll failed", std::strerror(errno));
+    if (ready < 0 && errno != EINTR) throw BackendError("poll failed", base::errno_error("poll"));
     if (ready == 0 && Clock::now() >= wake) {
       // The init did not answer: we cannot know whether the command is still running.
       send_kill();
@@ -370,7 +387,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
           "the deadline passed while the command waited for its turn in the sandbox; nothing ran");
     case protocol::ReplyKind::spawn_failed: {
       const int error = reply->failure.error_number;
-      const std::string reason = std::strerror(error);
+      const std::string reason = base::errno_text(error);
       switch (reply->failure.stage) {
         case protocol::SpawnStage::execute:
           result.exit_code = error == ENOENT ? 127 : 126;
@@ -393,7 +410,8 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
           throw BackendError("the sandbox could not start the command",
                              "spawn stage " +
                                  std::to_string(static_cast<unsigned>(reply->failure.stage)) +
-                                 ": " + reason);
+                                 ": " + reason,
+                             std::error_code(error, std::generic_category()));
       }
     }
     case protocol::ReplyKind::error:

@@ -13,13 +13,13 @@
 
 #include "airlock/records.hpp"
 #include "airlock/sandbox.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
 // Binds and listens on `path` (a unix SEQPACKET socket). Long paths are reached through the
 // directory's descriptor (/proc/self/fd/N/…), so the state directory may be deep.
-UniqueFd listen_control_socket(const std::filesystem::path& path);
+base::UniqueFd listen_control_socket(const std::filesystem::path& path);
 
 struct ExecPlan {
   std::vector<std::string> argv;
@@ -40,19 +40,19 @@ class ControlChannel {
   ControlChannel(const std::filesystem::path& socket_path, std::string secret);
 
   // A fresh connection; BackendError when the init is not there (disposed, or dead).
-  UniqueFd connect() const;
+  base::UniqueFd connect() const;
   bool ping() const noexcept;
   // O_PATH descriptors of the sandbox's root directory and of its host-tools directory (on the
   // read-write storage; guests see it read-only at /run/airlock-host-tools).
   struct Roots {
-    UniqueFd root;
-    UniqueFd host_tools;
+    base::UniqueFd root;
+    base::UniqueFd host_tools;
   };
   Roots fetch_roots() const;
   // The init's user and mount namespaces (nsfs descriptors), for the file agent.
   struct Namespaces {
-    UniqueFd user;
-    UniqueFd mount;
+    base::UniqueFd user;
+    base::UniqueFd mount;
   };
   Namespaces fetch_namespaces() const;
   // Runs one command, streaming its output into the result under the plan's ceilings. Raises
@@ -62,7 +62,7 @@ class ControlChannel {
 
  private:
   // Declared (so constructed) before address_, which is computed into it.
-  UniqueFd directory_;        // held when the path is reached through /proc/self/fd
+  base::UniqueFd directory_;  // held when the path is reached through /proc/self/fd
   std::string address_;       // what connect() dials
   std::string secret_;        // protocol::kSecretBytes bytes, sent with every request
 };

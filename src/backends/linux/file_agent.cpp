@@ -14,12 +14,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
-
 #include "airlock/errors.hpp"
 #include "backends/linux/file_plane.hpp"
 #include "backends/linux/protocol.hpp"
 #include "backends/linux/wire.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -30,13 +29,13 @@ constexpr std::size_t kMaxMessage = 64 * 1024;
 
 // Bytes in a sealed-size memfd (a request's content, a read's result): a SEQPACKET message is
 // bounded by the socket buffer, a file is not.
-UniqueFd bytes_in_memfd(std::string_view bytes) {
-  UniqueFd memory(::memfd_create("airlock-file-agent", MFD_CLOEXEC));
+base::UniqueFd bytes_in_memfd(std::string_view bytes) {
+  base::UniqueFd memory(::memfd_create("airlock-file-agent", MFD_CLOEXEC));
   if (!memory) return memory;
   std::size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t wrote = ::write(memory.get(), bytes.data() + done, bytes.size() - done);
-    if (wrote <= 0) return UniqueFd();
+    if (wrote <= 0) return base::UniqueFd();
     done += static_cast<std::size_t>(wrote);
   }
   return memory;
@@ -102,7 +101,7 @@ void answer(int channel, const std::string& reply, int fd = -1) {
 }
 
 void serve_one(int channel, int root, int proc, const std::string& request,
-               std::vector<UniqueFd>& fds) {
+               std::vector<base::UniqueFd>& fds) {
   wire::Reader reader(request);
   const auto op = static_cast<Op>(reader.u32());
   const std::string path = reader.bytes();
@@ -137,7 +136,7 @@ void serve_one(int channel, int root, int proc, const std::string& request,
       }
       case Op::read: {
         const std::string content = plane.read_file(path, working_directory, max_bytes);
-        UniqueFd memory = bytes_in_memfd(content);
+        base::UniqueFd memory = bytes_in_memfd(content);
         if (!memory) throw SystemError("the file agent could not hand the file over", errno, path);
         answer(channel, reply.take(), memory.get());
         return;
@@ -149,7 +148,7 @@ void serve_one(int channel, int root, int proc, const std::string& request,
         const std::string bytes = reply.take();
         if (bytes.size() > kMaxMessage - 64) {
           // A long listing travels like a read's bytes.
-          UniqueFd memory = bytes_in_memfd(bytes);
+          base::UniqueFd memory = bytes_in_memfd(bytes);
           wire::Writer large;
           large.u32(2);
           answer(channel, large.take(), memory.get());
@@ -176,7 +175,7 @@ void serve_one(int channel, int root, int proc, const std::string& request,
   // The init's own namespaces: the user namespace first (this process's user created it, so
   // joining gives every capability in it), then the mount namespace it owns.
   // The host's /proc, kept: the sandbox's is another pid namespace's, where this process is not.
-  UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd proc(::open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!proc) ::_exit(9);
   if (::setns(file_agent::kUserNamespaceFd, CLONE_NEWUSER) != 0) ::_exit(10);
   if (::setns(file_agent::kMountNamespaceFd, CLONE_NEWNS) != 0) ::_exit(15);
@@ -186,11 +185,11 @@ void serve_one(int channel, int root, int proc, const std::string& request,
   (void)::setgroups(0, nullptr);  // refused only where setgroups is denied, with none to drop
   if (::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) ::_exit(12);
   if (::chdir("/") != 0) ::_exit(13);
-  UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) ::_exit(14);
   for (;;) {
     std::string request;
-    std::vector<UniqueFd> fds;
+    std::vector<base::UniqueFd> fds;
     const long got = protocol::receive_message(channel, request, fds, kMaxMessage);
     if (got == -EINTR) continue;
     if (got <= 0) ::_exit(0);  // the host let go
@@ -202,7 +201,7 @@ void serve_one(int channel, int root, int proc, const std::string& request,
 
 struct RemoteFilePlane::Reply {
   std::string bytes;  // after the status word
-  UniqueFd fd;
+  base::UniqueFd fd;
 };
 
 RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int user_namespace,
@@ -211,15 +210,16 @@ RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int user_names
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     throw BackendError("the sandbox's file agent could not be started",
-                       std::string("socketpair: ") + std::strerror(errno));
+                       base::errno_error("socketpair"));
   }
   channel_.reset(pair[0]);
-  UniqueFd theirs(pair[1]);
-  UniqueFd user(::fcntl(user_namespace, F_DUPFD_CLOEXEC, 10));
-  UniqueFd mount(::fcntl(mount_namespace, F_DUPFD_CLOEXEC, 10));
-  UniqueFd moved(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 10));
+  base::UniqueFd theirs(pair[1]);
+  base::UniqueFd user(::fcntl(user_namespace, F_DUPFD_CLOEXEC, 10));
+  base::UniqueFd mount(::fcntl(mount_namespace, F_DUPFD_CLOEXEC, 10));
+  base::UniqueFd moved(::fcntl(theirs.get(), F_DUPFD_CLOEXEC, 10));
   if (!user || !mount || !moved) {
-    throw BackendError("the sandbox's file agent could not be started", std::strerror(errno));
+    throw BackendError("the sandbox's file agent could not be started",
+                       base::errno_error("fcntl(F_DUPFD)"));
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -247,7 +247,7 @@ RemoteFilePlane::RemoteFilePlane(std::filesystem::path init_path, int user_names
   if (error != 0) {
     agent_ = -1;
     throw BackendError("the sandbox's file agent could not be started",
-                       program + ": " + std::strerror(error));
+                       base::SyscallError(error, "posix_spawn", program));
   }
 }
 
@@ -275,12 +275,12 @@ RemoteFilePlane::Reply RemoteFilePlane::call(Op op, std::string_view path,
                               " bytes is longer than the file agent takes",
                           "path");
   }
-  UniqueFd attached;
+  base::UniqueFd attached;
   if (op == Op::write) {
     attached = bytes_in_memfd(content);
     if (!attached) {
       throw BackendError("the sandbox's file agent could not be handed the file",
-                         std::strerror(errno));
+                         base::errno_error("memfd_create/write"));
     }
   }
   std::lock_guard lock(mutex_);
@@ -289,10 +289,10 @@ RemoteFilePlane::Reply RemoteFilePlane::call(Op op, std::string_view path,
           protocol::send_message(channel_.get(), request.data(), attached ? &fd : nullptr,
                                  attached ? 1 : 0);
       error != 0) {
-    throw BackendError("the sandbox's file agent is gone", std::strerror(error));
+    throw BackendError("the sandbox's file agent is gone", base::SyscallError(error, "sendmsg"));
   }
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   long got;
   do {
     got = protocol::receive_message(channel_.get(), bytes, fds, kMaxMessage);

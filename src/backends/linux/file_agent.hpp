@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "airlock/records.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -67,7 +67,7 @@ class RemoteFilePlane {
              std::uint64_t max_bytes, bool recursive, std::string_view content);
 
   std::mutex mutex_;
-  UniqueFd channel_;
+  base::UniqueFd channel_;
   pid_t agent_ = -1;
   std::uint64_t max_write_bytes_;
 };

@@ -9,13 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
-#include "backends/linux/syscalls.hpp"
 #include "backends/linux/tree_removal.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/openat2.hpp"
+#include "base/syscall_error.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -64,17 +64,21 @@ std::string leaf_of(const std::string& absolute) {
     case EROFS:
       throw SystemError(quoted(path) + " is on a read-only part of the sandbox (" + doing + ")",
                         error, std::string(path));
+    case ENOSYS:
+      // Of the calls the plane makes, only openat2 (Linux 5.6) may be missing from a kernel.
+      throw SystemError(
+          "cannot " + doing + " " + quoted(path) + ": " + base::errno_text(error, "openat2"), error,
+          std::string(path));
     default:
-      throw SystemError("cannot " + doing + " " + quoted(path) + ": " + std::strerror(error),
+      throw SystemError("cannot " + doing + " " + quoted(path) + ": " + base::errno_text(error),
                         error, std::string(path));
   }
 }
 
-// The directory `absolute` beneath the root, as O_PATH; -errno when it cannot be opened.
-int open_directory(int root, const std::string& absolute) {
-  const int fd = sys::openat2(root, beneath_root(absolute).c_str(),
-                              O_PATH | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined);
-  return fd >= 0 ? fd : -errno;
+// The directory `absolute` beneath the root, as O_PATH.
+base::Opened open_directory(int root, const std::string& absolute) {
+  return base::openat2(root, beneath_root(absolute).c_str(), O_PATH | O_DIRECTORY,
+                       base::kResolveConfined);
 }
 
 EntryKind kind_of(const struct stat& info) {
@@ -122,7 +126,7 @@ void FilePlane::write_file(std::string_view path, std::string_view content,
                               content.size());
   }
   // Parents, one level at a time under held descriptors, created where missing.
-  UniqueFd parent(::fcntl(root_, F_DUPFD_CLOEXEC, 0));
+  base::UniqueFd parent(::fcntl(root_, F_DUPFD_CLOEXEC, 0));
   if (!parent) throw SystemError("cannot duplicate the sandbox root descriptor", errno);
   const std::string parent_path = parent_of(absolute);
   std::size_t start = 1;
@@ -131,22 +135,20 @@ void FilePlane::write_file(std::string_view path, std::string_view content,
     if (end == std::string::npos) end = parent_path.size();
     const std::string part = parent_path.substr(start, end - start);
     start = end + 1;
-    int next = sys::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                            sys::kResolveConfined);
-    if (next < 0 && errno == ENOENT) {
+    auto next =
+        base::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+    if (next.error == ENOENT) {
       const bool created = ::mkdirat(parent.get(), part.c_str(), 0755) == 0;
       if (!created && errno != EEXIST) raise_errno(errno, path, "create a parent directory of");
-      next = sys::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                          sys::kResolveConfined);
-      if (next >= 0 && created && chown_ &&
-          ::fchownat(next, "", owner_uid_, owner_gid_, AT_EMPTY_PATH) != 0) {
-        const int error = errno;
-        ::close(next);
-        raise_errno(error, path, "hand a new directory to the guest for");
+      next =
+          base::openat2(parent.get(), part.c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+      if (next && created && chown_ &&
+          ::fchownat(next.fd.get(), "", owner_uid_, owner_gid_, AT_EMPTY_PATH) != 0) {
+        raise_errno(errno, path, "hand a new directory to the guest for");
       }
     }
-    if (next < 0) raise_errno(errno, path, "open a parent directory of");
-    parent.reset(next);
+    if (!next) raise_errno(next.error, path, "open a parent directory of");
+    parent = std::move(next.fd);
   }
 
   const std::string leaf = leaf_of(absolute);
@@ -169,8 +171,8 @@ void FilePlane::write_file(std::string_view path, std::string_view content,
   // Write a sibling and rename it into place: a reader never sees half a file, and a link raced
   // into the leaf's place is replaced, not followed.
   const std::string temporary = temporary_name();
-  UniqueFd file(::openat(parent.get(), temporary.c_str(),
-                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  base::UniqueFd file(::openat(parent.get(), temporary.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!file) raise_errno(errno, path, "create");
   auto discard = [&] { ::unlinkat(parent.get(), temporary.c_str(), 0); };
   std::size_t done = 0;
@@ -207,11 +209,10 @@ std::optional<SandboxEntry> FilePlane::stat_file(std::string_view path,
     if (::fstat(root_, &info) != 0) raise_errno(errno, path, "stat");
     return entry_for(absolute, base, info);
   }
-  const int parent_fd = open_directory(root_, parent_of(absolute));
-  if (parent_fd == -ENOENT) return std::nullopt;
-  if (parent_fd < 0) raise_errno(-parent_fd, path, "stat");
-  UniqueFd parent(parent_fd);
-  if (::fstatat(parent.get(), leaf_of(absolute).c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+  const auto parent = open_directory(root_, parent_of(absolute));
+  if (parent.error == ENOENT) return std::nullopt;
+  if (!parent) raise_errno(parent.error, path, "stat");
+  if (::fstatat(parent.fd.get(), leaf_of(absolute).c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return std::nullopt;
     raise_errno(errno, path, "stat");
   }
@@ -221,19 +222,19 @@ std::optional<SandboxEntry> FilePlane::stat_file(std::string_view path,
 std::string FilePlane::read_file(std::string_view path, std::string_view working_directory,
                                  std::uint64_t max_bytes) const {
   const std::string absolute = confine(path, working_directory);
-  UniqueFd handle;
+  base::UniqueFd handle;
   if (absolute == "/") {
     throw IsADirectory(quoted(path) + " is a directory", std::string(path));
   }
   {
-    const int parent_fd = open_directory(root_, parent_of(absolute));
-    if (parent_fd < 0) raise_errno(-parent_fd, path, "read");
-    UniqueFd parent(parent_fd);
+    const auto parent = open_directory(root_, parent_of(absolute));
+    if (!parent) raise_errno(parent.error, path, "read");
     // O_PATH: nothing is opened for reading yet, so a FIFO cannot block us and a device cannot
     // be touched; what it is gets decided from fstat first.
-    handle.reset(sys::openat2(parent.get(), leaf_of(absolute).c_str(),
-                              O_PATH | O_NOFOLLOW | O_CLOEXEC, 0, sys::kResolveConfined));
-    if (!handle) raise_errno(errno, path, "read");
+    auto leaf = base::openat2(parent.fd.get(), leaf_of(absolute).c_str(), O_PATH | O_NOFOLLOW,
+                              base::kResolveConfined);
+    if (!leaf) raise_errno(leaf.error, path, "read");
+    handle = std::move(leaf.fd);
   }
   struct stat info {};
   if (::fstat(handle.get(), &info) != 0) raise_errno(errno, path, "read");
@@ -256,8 +257,9 @@ std::string FilePlane::read_file(std::string_view path, std::string_view working
   if (size > max_bytes) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, size);
 
   const std::string reopen = "self/fd/" + std::to_string(handle.get());
-  UniqueFd file(proc_ >= 0 ? ::openat(proc_, reopen.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)
-                           : ::open(("/proc/" + reopen).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  base::UniqueFd file(proc_ >= 0
+                          ? ::openat(proc_, reopen.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY)
+                          : ::open(("/proc/" + reopen).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!file) raise_errno(errno, path, "read");
   struct stat opened {};
   if (::fstat(file.get(), &opened) != 0 || opened.st_ino != info.st_ino ||
@@ -292,15 +294,12 @@ std::vector<SandboxEntry> FilePlane::list_dir(std::string_view path,
                                               std::string_view working_directory) const {
   const std::string absolute = confine(path, working_directory);
   const std::string base = normalize_guest_path(working_directory);
-  const int fd = sys::openat2(root_, beneath_root(absolute).c_str(),
-                              O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, sys::kResolveConfined);
-  if (fd < 0) raise_errno(errno, path, "list");
-  DIR* directory = ::fdopendir(fd);
-  if (directory == nullptr) {
-    const int error = errno;
-    ::close(fd);
-    raise_errno(error, path, "list");
-  }
+  auto opened = base::openat2(root_, beneath_root(absolute).c_str(), O_RDONLY | O_DIRECTORY,
+                              base::kResolveConfined);
+  if (!opened) raise_errno(opened.error, path, "list");
+  DIR* directory = ::fdopendir(opened.fd.get());
+  if (directory == nullptr) raise_errno(errno, path, "list");
+  opened.fd.release();  // the listing owns it now
   std::vector<SandboxEntry> entries;
   const std::string prefix = absolute == "/" ? std::string("/") : absolute + "/";
   errno = 0;
@@ -328,10 +327,10 @@ void FilePlane::remove(std::string_view path, std::string_view working_directory
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError(quoted(path) + " names the working directory itself; it is not removed");
   }
-  const int parent_fd = open_directory(root_, parent_of(absolute));
-  if (parent_fd == -ENOENT) return;  // nothing there: removal is already done
-  if (parent_fd < 0) raise_errno(-parent_fd, path, "remove");
-  UniqueFd parent(parent_fd);
+  const auto opened = open_directory(root_, parent_of(absolute));
+  if (opened.error == ENOENT) return;  // nothing there: removal is already done
+  if (!opened) raise_errno(opened.error, path, "remove");
+  const base::UniqueFd& parent = opened.fd;
   const std::string leaf = leaf_of(absolute);
   struct stat info {};
   if (::fstatat(parent.get(), leaf.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {

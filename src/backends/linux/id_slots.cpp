@@ -7,10 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <string>
 
 #include "airlock/errors.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -22,20 +22,25 @@ constexpr std::uint64_t kIdCeiling = std::uint64_t{1} << 31;
                      path.string() + ": " + why);
 }
 
+[[noreturn]] void unusable(const std::filesystem::path& path, const char* syscall, int error) {
+  throw BackendError("the linux backend cannot hand out host id ranges",
+                     base::SyscallError(error, syscall, path.string()));
+}
+
 }  // namespace
 
-UniqueFd open_id_slot_directory(const std::filesystem::path& path) {
+base::UniqueFd open_id_slot_directory(const std::filesystem::path& path) {
   for (const auto& step : {path.parent_path(), path}) {
-    if (::mkdir(step.c_str(), 0700) != 0 && errno != EEXIST) unusable(step, std::strerror(errno));
+    if (::mkdir(step.c_str(), 0700) != 0 && errno != EEXIST) unusable(step, "mkdir", errno);
     struct stat info {};
-    if (::lstat(step.c_str(), &info) != 0) unusable(step, std::strerror(errno));
+    if (::lstat(step.c_str(), &info) != 0) unusable(step, "lstat", errno);
     if (S_ISLNK(info.st_mode) || !S_ISDIR(info.st_mode)) unusable(step, "not a directory");
     if (info.st_uid != ::geteuid() || (info.st_mode & 022) != 0) {
       unusable(step, "owned by another user or writable by others");
     }
   }
-  UniqueFd directory(::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!directory) unusable(path, std::strerror(errno));
+  base::UniqueFd directory(::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!directory) unusable(path, "open", errno);
   return directory;
 }
 
@@ -60,11 +65,11 @@ IdSlot claim_id_slot(int slots, const std::filesystem::path& directory, std::uin
     const std::uint32_t slot = 1 + (start + tried) % count;
     const std::uint32_t base = uid_base + slot * kIdsPerSandbox;
     const std::string name = std::to_string(base) + ".lock";
-    UniqueFd lock(::openat(slots, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                           0600));
-    if (!lock) unusable(directory / name, std::strerror(errno));
+    base::UniqueFd lock(
+        ::openat(slots, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock) unusable(directory / name, "openat", errno);
     if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) return IdSlot{base, std::move(lock)};
-    if (errno != EWOULDBLOCK && errno != EINTR) unusable(directory / name, std::strerror(errno));
+    if (errno != EWOULDBLOCK && errno != EINTR) unusable(directory / name, "flock", errno);
   }
   throw BackendError("the linux backend has no host id range left",
                      std::to_string(count) + " sandboxes hold every range above uid_base " +

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -26,7 +26,7 @@ inline constexpr std::uint32_t kIdsPerSandbox = 65536;
 
 struct IdSlot {
   std::uint32_t base = 0;  // host uid (and gid) of the guest's root
-  UniqueFd lock;           // the flock; hand it to the init
+  base::UniqueFd lock;     // the flock; hand it to the init
 };
 
 // How many slots `uid_base` leaves below 2^31 (ids above it confuse tools that treat them as
@@ -35,7 +35,7 @@ std::uint32_t id_slot_count(std::uint32_t uid_base);
 
 // The slot directory (root's own, 0700, never through a link; made when missing), opened once
 // by a backend. Throws BackendError naming what is wrong with it.
-UniqueFd open_id_slot_directory(const std::filesystem::path& directory);
+base::UniqueFd open_id_slot_directory(const std::filesystem::path& directory);
 
 // Claims a free slot beneath `directory` (from open_id_slot_directory; `shown` names it in
 // messages). Throws BackendError when every slot is held (naming how many sandboxes that is).

@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "backends/linux/spawn_config.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -25,7 +25,7 @@ struct ResolvedImage {
   RootKind kind = RootKind::host;
   std::filesystem::path rootfs;  // directory images
   std::string reference;         // as recorded ("host", the path, or "name:tag (sha256:…)")
-  UniqueFd pin;                  // keeps stored content from removal while the sandbox lives
+  base::UniqueFd pin;            // keeps stored content from removal while the sandbox lives
 };
 
 struct ImageStoreLocation {

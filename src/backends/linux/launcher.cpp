@@ -12,15 +12,15 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "airlock/errors.hpp"
 #include "backends/linux/state_store.hpp"
 #include "backends/linux/syscalls.hpp"
-#include "backends/linux/unique_fd.hpp"
 #include "backends/linux/wire.hpp"
+#include "base/syscall_error.hpp"
+#include "base/unique_fd.hpp"
 
 #ifndef AIRLOCK_LIBEXEC_DIR
 #define AIRLOCK_LIBEXEC_DIR "/usr/local/libexec/airlock"
@@ -39,26 +39,26 @@ void locate_marker() {}
 
 [[noreturn]] void launch_failed(const std::string& step, int error, const std::string& detail = {}) {
   std::string message = "the sandbox could not be started: " + step;
-  if (error != 0) message += " failed (" + std::string(std::strerror(error)) + ")";
-  throw BackendError(message, detail);
+  if (error == 0) throw BackendError(message, detail);
+  message += " failed (" + base::errno_text(error) + ")";
+  throw BackendError(message, detail, base::errno_code(error));
 }
 
 }  // namespace
 
 // Moved above the range the dup2 targets use, so that no dup2 lands on a source still needed
 // (and dup2 onto itself, which would keep FD_CLOEXEC, never happens).
-UniqueFd above_targets(int fd) {
-  UniqueFd moved(::fcntl(fd, F_DUPFD_CLOEXEC, 10));
+base::UniqueFd above_targets(int fd) {
+  base::UniqueFd moved(::fcntl(fd, F_DUPFD_CLOEXEC, 10));
   if (!moved) {
-    throw BackendError("the sandbox could not be started",
-                       std::string("dup: ") + std::strerror(errno));
+    throw BackendError("the sandbox could not be started", base::errno_error("fcntl(F_DUPFD)"));
   }
   return moved;
 }
 
 MonitorHandoff prepare_handoff(const SpawnConfig& config) {
   const std::string encoded = encode_spawn_config(config);
-  UniqueFd memory(::memfd_create("airlock-spawn-config", MFD_CLOEXEC));
+  base::UniqueFd memory(::memfd_create("airlock-spawn-config", MFD_CLOEXEC));
   if (!memory) launch_failed("memfd_create", errno);
   if (::write(memory.get(), encoded.data(), encoded.size()) !=
       static_cast<ssize_t>(encoded.size())) {
@@ -108,10 +108,10 @@ std::filesystem::path locate_init(const std::filesystem::path& configured) {
 LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConfig& config,
                          const InitDescriptors& descriptors, std::chrono::milliseconds timeout) {
   MonitorHandoff handoff = prepare_handoff(config);
-  UniqueFd listener = above_targets(descriptors.control_listener);
-  UniqueFd pin;
+  base::UniqueFd listener = above_targets(descriptors.control_listener);
+  base::UniqueFd pin;
   if (descriptors.image_pin) pin = above_targets(*descriptors.image_pin);
-  UniqueFd slot;
+  base::UniqueFd slot;
   if (descriptors.id_slot) slot = above_targets(*descriptors.id_slot);
 
   posix_spawn_file_actions_t actions;
@@ -206,12 +206,12 @@ LaunchedInit await_init(int status_read, pid_t monitor, std::chrono::millisecond
   }
   if (launched.pid > 0) {
     // Whatever the init got to, it goes: a half-built sandbox is never left running.
-    UniqueFd init(sys::pidfd_open(launched.pid));
+    base::UniqueFd init(sys::pidfd_open(launched.pid));
     if (init) sys::pidfd_send_signal(init.get(), SIGKILL);
   }
   if (failed) {
     launch_failed(failure.step, failure.error_number,
-                  "airlock-init: " + failure.step + ": " + std::strerror(failure.error_number));
+                  "airlock-init: " + failure.step + ": " + base::errno_text(failure.error_number));
   }
   if (WIFEXITED(monitor_status) || WIFSIGNALED(monitor_status)) {
     launch_failed("airlock-init ended without reporting", 0,

@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "backends/linux/spawn_config.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -40,9 +40,9 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
 // The descriptors a monitor needs for one sandbox: the configuration (a memfd) and the status
 // pipe, made here; the control listener and the image pin, the caller's.
 struct MonitorHandoff {
-  UniqueFd config;        // memfd with the encoded SpawnConfig
-  UniqueFd status_read;   // the library's end of the status pipe
-  UniqueFd status_write;  // the monitor's end
+  base::UniqueFd config;        // memfd with the encoded SpawnConfig
+  base::UniqueFd status_read;   // the library's end of the status pipe
+  base::UniqueFd status_write;  // the monitor's end
 };
 MonitorHandoff prepare_handoff(const SpawnConfig& config);
 
@@ -52,6 +52,6 @@ MonitorHandoff prepare_handoff(const SpawnConfig& config);
 LaunchedInit await_init(int status_read, pid_t monitor, std::chrono::milliseconds timeout);
 
 // A descriptor moved to 10 or above (for dup2 targets below it), close-on-exec.
-UniqueFd above_targets(int fd);
+base::UniqueFd above_targets(int fd);
 
 }  // namespace airlock::linux_backend

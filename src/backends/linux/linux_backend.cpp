@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -25,6 +24,7 @@
 #include "backends/linux/seccomp_policy.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "backends/linux/tree_removal.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -40,15 +40,19 @@ std::int64_t unix_now_ms() {
 
 // A new directory of exactly `mode`, whatever this process's umask.
 void make_directory(const std::filesystem::path& path, mode_t mode) {
-  if (::mkdir(path.c_str(), 0700) != 0 || ::chmod(path.c_str(), mode) != 0) {
+  if (::mkdir(path.c_str(), 0700) != 0) {
     throw BackendError("the sandbox's state could not be created",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("mkdir", path.string()));
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    throw BackendError("the sandbox's state could not be created",
+                       base::errno_error("chmod", path.string()));
   }
 }
 
 // Removes <base>/<id> without following anything the guest left in it.
 void remove_state_directory(const StateStore& store, const std::string& id) {
-  UniqueFd base(::open(store.base().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd base(::open(store.base().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!base) return;
   (void)remove_tree(base.get(), id);
 }
@@ -441,7 +445,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   // records and empty cgroups are reclaimed by whichever backend starts next, not only by a
   // purge of everything.
   std::call_once(orphans_once_, [this] { StandbyMonitor::reclaim_orphans(store_); });
-  UniqueFd across_processes = store_.lock(id);
+  base::UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
     // A record without a control secret predates it: its sandbox is replaced, never adopted.
     if (record->state == "running" && !record->control_secret.empty() &&
@@ -477,7 +481,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
 
 std::shared_ptr<LinuxSandbox> LinuxBackend::adopt(const RecordFile& record,
                                                   const SandboxKey& key) {
-  UniqueFd pidfd = open_verified_init(record);
+  base::UniqueFd pidfd = open_verified_init(record);
   if (!pidfd) return nullptr;
   return std::make_shared<LinuxSandbox>(config_, record, key,
                                         store_.sandbox_dir(record.id) / "control.sock",
@@ -614,7 +618,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     config.seccomp_filter = filter;
     config.resource_limits = guest_resource_limits();
 
-    UniqueFd listener = listen_control_socket(directory / "control.sock");
+    base::UniqueFd listener = listen_control_socket(directory / "control.sock");
     InitDescriptors descriptors;
     descriptors.control_listener = listener.get();
     if (image.pin) {
@@ -638,7 +642,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     destroy_locked(id, record);
     throw;
   }
-  UniqueFd pidfd = open_verified_init(record);
+  base::UniqueFd pidfd = open_verified_init(record);
   if (!pidfd) {
     destroy_locked(id, record);
     throw BackendError("the sandbox's init exited right after it started", record.instance_id);
@@ -659,7 +663,7 @@ void LinuxBackend::destroy_locked(const std::string& id,
       }
     }
     if (record) {
-      if (UniqueFd init = open_verified_init(*record)) {
+      if (base::UniqueFd init = open_verified_init(*record)) {
         // SIGKILL to a pid namespace's init ends every process in it; its exit is reported once
         // they are all gone.
         sys::pidfd_send_signal(init.get(), SIGKILL);
@@ -719,7 +723,7 @@ bool LinuxBackend::destroy_identity(
   try {
     auto mutex = identity_mutex(id);
     std::lock_guard in_process(*mutex);
-    UniqueFd across_processes = store_.lock(id);
+    base::UniqueFd across_processes = store_.lock(id);
     auto record = store_.read(id);
     if (!record) {
       // A directory without a record is the residue of a crash before anything ran: it matches
@@ -829,7 +833,7 @@ int LinuxBackend::purge_all() noexcept {
     for (const auto& id : store_.ids()) {
       auto mutex = identity_mutex(id);
       std::lock_guard in_process(*mutex);
-      UniqueFd across_processes = store_.lock(id);
+      base::UniqueFd across_processes = store_.lock(id);
       auto record = store_.read(id);
       destroy_locked(id, record);
       if (record) ++count;

@@ -99,7 +99,7 @@ class LinuxBackend final : public SandboxBackend {
   std::once_flag init_once_;
   std::once_flag orphans_once_;
   std::once_flag id_slots_once_;
-  UniqueFd id_slots_;  // /run/airlock/id-slots, opened once
+  base::UniqueFd id_slots_;  // /run/airlock/id-slots, opened once
   std::filesystem::path init_path_;
   std::mutex cache_mutex_;
   std::map<std::string, std::weak_ptr<LinuxSandbox>> cache_;

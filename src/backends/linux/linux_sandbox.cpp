@@ -52,7 +52,7 @@ std::vector<std::string> with_overrides(
 
 LinuxSandbox::LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record,
                            SandboxKey key, const std::filesystem::path& socket_path,
-                           UniqueFd init_pidfd, std::filesystem::path init_path)
+                           base::UniqueFd init_pidfd, std::filesystem::path init_path)
     : config_(std::move(config)),
       record_(std::move(record)),
       key_(std::move(key)),

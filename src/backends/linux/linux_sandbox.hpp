@@ -21,7 +21,7 @@ class LinuxSandbox final : public Sandbox {
  public:
   // `init_path` is airlock-init, run as the file agent for a sandbox on subordinate ids.
   LinuxSandbox(std::shared_ptr<const LinuxBackendConfig> config, RecordFile record, SandboxKey key,
-               const std::filesystem::path& socket_path, UniqueFd init_pidfd,
+               const std::filesystem::path& socket_path, base::UniqueFd init_pidfd,
                std::filesystem::path init_path);
 
   std::string instance_id() const override { return record_.instance_id; }
@@ -57,8 +57,8 @@ class LinuxSandbox final : public Sandbox {
   // The descriptors the init handed over, fetched once per handle. Shared, so that a dispose in
   // another thread never closes a descriptor an operation is still using.
   struct Roots {
-    UniqueFd root;
-    UniqueFd host_tools;
+    base::UniqueFd root;
+    base::UniqueFd host_tools;
   };
   std::shared_ptr<const Roots> roots() const;
   // A file plane together with the descriptors it borrows.
@@ -76,7 +76,7 @@ class LinuxSandbox final : public Sandbox {
   RecordFile record_;
   SandboxKey key_;
   ControlChannel channel_;
-  UniqueFd init_pidfd_;
+  base::UniqueFd init_pidfd_;
   std::vector<std::string> environment_;
   std::filesystem::path state_directory_;
   mutable std::mutex root_mutex_;

@@ -113,7 +113,7 @@ int send_message(int socket, const std::string& bytes, const int* fds, std::size
   }
 }
 
-long receive_message(int socket, std::string& bytes, std::vector<UniqueFd>& fds,
+long receive_message(int socket, std::string& bytes, std::vector<base::UniqueFd>& fds,
                      std::size_t max_bytes) {
   bytes.resize(max_bytes);
   struct iovec vector {};

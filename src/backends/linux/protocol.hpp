@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend::protocol {
 
@@ -116,7 +116,7 @@ bool same_secret(std::string_view a, std::string_view b) noexcept;
 int send_message(int socket, const std::string& bytes, const int* fds, std::size_t fd_count);
 // recvmsg of one message (descriptors received with O_CLOEXEC). Returns the byte count, 0 at
 // end of stream, or -errno; EMSGSIZE when the message or its descriptors were truncated.
-long receive_message(int socket, std::string& bytes, std::vector<UniqueFd>& fds,
+long receive_message(int socket, std::string& bytes, std::vector<base::UniqueFd>& fds,
                      std::size_t max_bytes = kInlineLimit + 64);
 
 }  // namespace airlock::linux_backend::protocol

@@ -14,7 +14,7 @@
 
 #include "airlock/errors.hpp"
 #include "backends/guest_seccomp_policy.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -91,7 +91,7 @@ class PolicyBuilder {
     for (const auto& [number, kind] : claimed_) {
       if (kind == Kind::conditional) ++summary_.conditional;
     }
-    UniqueFd memory(::memfd_create("airlock-seccomp", MFD_CLOEXEC));
+    base::UniqueFd memory(::memfd_create("airlock-seccomp", MFD_CLOEXEC));
     if (!memory) throw BackendError("the sandbox's seccomp filter could not be built", "memfd");
     if (int rc = seccomp_export_bpf(ctx(), memory.get()); rc != 0) failed("export", rc);
     struct stat info {};

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +18,7 @@
 #include "backends/linux/protocol.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "backends/linux/wire.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -46,12 +46,12 @@ void write_record(const StateStore& store, const std::string& instance_id,
     out << value.dump() << "\n";
     if (!out) {
       throw BackendError("a standby sandbox could not be recorded",
-                         temporary + ": " + std::strerror(errno));
+                         base::errno_error("write", temporary));
     }
   }
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     throw BackendError("a standby sandbox could not be recorded",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("rename", path.string()));
   }
 }
 
@@ -73,7 +73,7 @@ std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) 
   }
   if (::mkdir(standby_directory(*options.store).c_str(), 0700) != 0 && errno != EEXIST) {
     throw BackendError("a standby sandbox could not be recorded",
-                       standby_directory(*options.store).string() + ": " + std::strerror(errno));
+                       base::errno_error("mkdir", standby_directory(*options.store).string()));
   }
   // First the record (so purge finds whatever follows), then the cgroups, then the process.
   write_record(*options.store, standby->instance_id_, standby->cgroups_.directories, 0, 0);
@@ -83,10 +83,10 @@ std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) 
     }
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
-      throw BackendError("a standby sandbox could not be started", std::strerror(errno));
+      throw BackendError("a standby sandbox could not be started", base::errno_error("socketpair"));
     }
     standby->channel_.reset(pair[0]);
-    UniqueFd theirs = above_targets(pair[1]);
+    base::UniqueFd theirs = above_targets(pair[1]);
     ::close(pair[1]);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
@@ -117,7 +117,7 @@ std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) 
     if (spawn_error != 0) {
       standby->pid_ = -1;
       throw BackendError("a standby sandbox could not be started",
-                         program + ": " + std::strerror(spawn_error));
+                         base::SyscallError(spawn_error, "posix_spawn", program));
     }
     write_record(*options.store, standby->instance_id_, standby->cgroups_.directories,
                  standby->pid_, process_start_time(standby->pid_).value_or(0));
@@ -126,7 +126,8 @@ std::unique_ptr<StandbyMonitor> StandbyMonitor::prepare(const Options& options) 
     join.strings(standby->cgroups_.procs_files);
     if (const int error = protocol::send_message(standby->channel_.get(), join.data(), nullptr, 0);
         error != 0) {
-      throw BackendError("a standby sandbox could not be started", std::strerror(error));
+      throw BackendError("a standby sandbox could not be started",
+                         base::SyscallError(error, "sendmsg"));
     }
     struct pollfd wait {standby->channel_.get(), POLLIN, 0};
     char answer = 0;
@@ -172,7 +173,7 @@ LaunchedInit StandbyMonitor::claim(const SpawnConfig& config, const InitDescript
   if (const int error = protocol::send_message(channel_.get(), targets.data(), fds.data(),
                                                fds.size());
       error != 0) {
-    throw BackendError("the standby sandbox is gone", std::strerror(error));
+    throw BackendError("the standby sandbox is gone", base::SyscallError(error, "sendmsg"));
   }
   claimed_ = true;
   handoff.status_write.reset();
@@ -216,7 +217,7 @@ void reclaim(const std::filesystem::path& path, const json::Json& value) {
     as_record.init_pid = value.at("pid").get<long>();
     as_record.init_start_time = value.at("start_time").get<std::uint64_t>();
     as_record.boot_id = value.at("boot_id").get<std::string>();
-    if (UniqueFd process = open_verified_init(as_record)) {
+    if (base::UniqueFd process = open_verified_init(as_record)) {
       sys::pidfd_send_signal(process.get(), SIGKILL);
       struct pollfd exited {process.get(), POLLIN, 0};
       ::poll(&exited, 1, 5000);

@@ -21,7 +21,7 @@
 #include "backends/linux/cgroups.hpp"
 #include "backends/linux/launcher.hpp"
 #include "backends/linux/state_store.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -74,7 +74,7 @@ class StandbyMonitor {
   std::string instance_id_;
   InstanceCgroups cgroups_;
   pid_t pid_ = -1;
-  UniqueFd channel_;
+  base::UniqueFd channel_;
   bool claimed_ = false;
 };
 

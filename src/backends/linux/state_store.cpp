@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +14,7 @@
 #include "airlock/json.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/linux/syscalls.hpp"
+#include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -27,7 +27,7 @@ constexpr int kRecordFormat = 2;
 void make_private_directory(const std::filesystem::path& path) {
   if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
     throw BackendError("the linux backend's state directory could not be created",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("mkdir", path.string()));
   }
   struct stat info {};
   if (::lstat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
@@ -57,17 +57,17 @@ void StateStore::ensure_layout() const {
   make_private_directory(base_ / "locks");
 }
 
-UniqueFd StateStore::lock(const std::string& id) const {
+base::UniqueFd StateStore::lock(const std::string& id) const {
   const std::filesystem::path path = base_ / "locks" / (id + ".lock");
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) {
     throw BackendError("the linux backend could not lock a sandbox's state",
-                       path.string() + ": " + std::strerror(errno));
+                       base::errno_error("open", path.string()));
   }
   while (::flock(fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) {
       throw BackendError("the linux backend could not lock a sandbox's state",
-                         path.string() + ": " + std::strerror(errno));
+                         base::errno_error("flock", path.string()));
     }
   }
   return fd;
@@ -133,19 +133,23 @@ void StateStore::write(const RecordFile& record) const {
   const std::filesystem::path temporary = directory / ("record.json." + random_hex(4));
   const std::string text = value.dump(2) + "\n";
   {
-    UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!fd || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-      const int error = errno;
+    base::UniqueFd fd(::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    const char* failed = nullptr;
+    if (!fd) {
+      failed = "open";
+    } else if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      failed = "write";
+    }
+    if (failed != nullptr) {
+      const base::SyscallError error = base::errno_error(failed, temporary.string());
       ::unlink(temporary.c_str());
-      throw BackendError("the linux backend could not write a sandbox record",
-                         temporary.string() + ": " + std::strerror(error));
+      throw BackendError("the linux backend could not write a sandbox record", error);
     }
   }
   if (::rename(temporary.c_str(), (directory / "record.json").c_str()) != 0) {
-    const int error = errno;
+    const base::SyscallError error = base::errno_error("rename", temporary.string());
     ::unlink(temporary.c_str());
-    throw BackendError("the linux backend could not write a sandbox record",
-                       directory.string() + ": " + std::strerror(error));
+    throw BackendError("the linux backend could not write a sandbox record", error);
   }
 }
 
@@ -189,9 +193,9 @@ bool init_is_alive(const RecordFile& record) {
   return start && *start == record.init_start_time;
 }
 
-UniqueFd open_verified_init(const RecordFile& record) {
+base::UniqueFd open_verified_init(const RecordFile& record) {
   if (record.init_pid <= 0 || record.boot_id != current_boot_id()) return {};
-  UniqueFd pidfd(sys::pidfd_open(static_cast<pid_t>(record.init_pid)));
+  base::UniqueFd pidfd(sys::pidfd_open(static_cast<pid_t>(record.init_pid)));
   if (!pidfd) return {};
   // Checked after the pidfd pins the pid: if the start time matches now, the pidfd is ours.
   const auto start = process_start_time(record.init_pid);

@@ -30,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 
@@ -67,7 +67,7 @@ class StateStore {
   // Creates <state_dir>/linux and locks/ (mode 0700) when missing.
   void ensure_layout() const;
   // Exclusive flock on locks/<id>.lock, held while the descriptor lives.
-  UniqueFd lock(const std::string& id) const;
+  base::UniqueFd lock(const std::string& id) const;
 
   std::optional<RecordFile> read(const std::string& id) const;
   // Atomically replaces <id>/record.json (temporary sibling + rename).
@@ -86,7 +86,7 @@ std::string current_boot_id();
 bool init_is_alive(const RecordFile& record);
 // A pidfd for the record's init, verified against its start time after it was opened (so it
 // cannot name a process that reused the pid). Invalid when the init is gone.
-UniqueFd open_verified_init(const RecordFile& record);
+base::UniqueFd open_verified_init(const RecordFile& record);
 
 std::string random_bytes(std::size_t count);
 std::string random_hex(std::size_t bytes);

@@ -1,9 +1,8 @@
 // Thin wrappers for the system calls glibc 2.36 does not wrap (or wraps without the flags we
-// need). Shared by the library and airlock-init.
+// need). Shared by the library and airlock-init. openat2 is base's (base/openat2.hpp).
 #pragma once
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <linux/sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -16,20 +15,6 @@
 #endif
 
 namespace airlock::linux_backend::sys {
-
-// The resolution every guest-path lookup from the host side uses: never leave the starting
-// directory, never follow a link of any kind.
-inline constexpr std::uint64_t kResolveConfined =
-    RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-
-inline int openat2(int dirfd, const char* path, std::uint64_t flags, std::uint64_t mode,
-                   std::uint64_t resolve) noexcept {
-  struct open_how how {};
-  how.flags = flags;
-  how.mode = mode;
-  how.resolve = resolve;
-  return static_cast<int>(::syscall(SYS_openat2, dirfd, path, &how, sizeof how));
-}
 
 inline int pidfd_open(pid_t pid, unsigned int flags = 0) noexcept {
   return static_cast<int>(::syscall(SYS_pidfd_open, pid, flags));

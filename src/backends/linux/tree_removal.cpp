@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
 namespace {
@@ -51,7 +51,7 @@ TreeRemoval remove_tree(int parent_fd, const std::string& name) {
   // path[i] is a directory name; fds[i] is path[0..i] opened, or invalid when dropped to bound
   // the descriptors held (re-opened by walking the names from the deepest one still held).
   std::vector<std::string> path{name};
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   {
     const int fd = open_directory_at(parent_fd, name);
     if (fd < 0) {

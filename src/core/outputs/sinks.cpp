@@ -3,10 +3,8 @@
 #include "airlock/sinks.hpp"
 
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,56 +14,13 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
+#include "base/openat2.hpp"
+#include "base/syscall_error.hpp"
+#include "base/unique_fd.hpp"
 #include "core/outputs/artifact_names_detail.hpp"
 
 namespace airlock {
 namespace {
-
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) reset(other.release());
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-
-  int get() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-std::string errno_text(int error) {
-  return std::generic_category().message(error);
-}
-
-// Resolution that cannot leave `directory` and cannot pass through any link. `name` is always a
-// single component here, so RESOLVE_BENEATH matters only as defence in depth; the load-bearing
-// flag is RESOLVE_NO_SYMLINKS, which the kernel applies atomically with the lookup.
-int open_beneath(int directory, const std::string& name, std::uint64_t flags,
-                 std::uint64_t mode = 0) {
-  struct open_how how {};
-  how.flags = flags | O_CLOEXEC;
-  how.mode = mode;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-  for (int attempt = 0;; ++attempt) {
-    const long fd = ::syscall(SYS_openat2, directory, name.c_str(), &how, sizeof how);
-    // EAGAIN: the kernel saw a concurrent rename and refuses to guess; a few retries are safe
-    // because every retry is the same fully checked lookup.
-    if (fd < 0 && errno == EAGAIN && attempt < 8) continue;
-    return static_cast<int>(fd);
-  }
-}
 
 std::string random_suffix() {
   unsigned char bytes[8];
@@ -104,16 +59,18 @@ std::vector<std::string> split_name(const std::string& name) {
                            "landing-root");
 }
 
-[[noreturn]] void fail(const std::string& name, const std::string& what, int error) {
-  const std::string message =
-      "artifact " + detail::printable_name(name) + ": " + what + ": " + errno_text(error);
+// `syscall` names the call that failed where its errno alone would mislead (ENOSYS: openat2).
+[[noreturn]] void fail(const std::string& name, const std::string& what, int error,
+                       std::string_view syscall = {}) {
+  const std::string message = "artifact " + detail::printable_name(name) + ": " + what + ": " +
+                              base::errno_text(error, syscall);
   if (error == ENOTDIR) throw NotADirectory(message, name);
   if (error == EISDIR) throw IsADirectory(message, name);
   throw SystemError(message, error, name);
 }
 
 struct SinkState {
-  UniqueFd root;
+  base::UniqueFd root;
   std::filesystem::path root_path;
   FileSystemSinkOptions options;
 };
@@ -137,8 +94,10 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
 
   // Walk down from the held root, creating and opening one directory at a time. Each open is
   // the kernel's own no-link, beneath-only lookup, so a directory swapped for a link between
-  // the mkdirat and the open is refused rather than followed.
-  UniqueFd current;
+  // the mkdirat and the open is refused rather than followed. `name` is always a single
+  // component here, so RESOLVE_BENEATH matters only as defence in depth; the load-bearing flag
+  // is RESOLVE_NO_SYMLINKS, which the kernel applies atomically with the lookup.
+  base::UniqueFd current;
   int directory = state.root.get();
   std::string walked;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -147,16 +106,13 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
         errno != EEXIST) {
       fail(name, "creating directory '" + walked + "' failed", errno);
     }
-    const int fd = open_beneath(directory, parts[i], O_PATH | O_DIRECTORY);
-    if (fd < 0) {
-      const int error = errno;
-      if (error == ELOOP || error == EXDEV) refuse_link(name, "'" + walked + "'");
-      if (error == ENOSYS) {
-        fail(name, "the kernel has no openat2, and the sink will not resolve without it", error);
-      }
-      fail(name, "opening directory '" + walked + "' failed", error);
+    auto opened =
+        base::openat2(directory, parts[i].c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+    if (!opened) {
+      if (opened.error == ELOOP || opened.error == EXDEV) refuse_link(name, "'" + walked + "'");
+      fail(name, "opening directory '" + walked + "' failed", opened.error, "openat2");
     }
-    current.reset(fd);
+    current = std::move(opened.fd);
     directory = current.get();
   }
   const std::string& leaf = parts.back();
@@ -169,22 +125,19 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
 
   // O_EXCL: nothing already at the temporary name — a link included — is ever opened.
   std::string temporary;
-  UniqueFd file;
-  for (int attempt = 0; attempt < 8 && file.get() < 0; ++attempt) {
+  base::UniqueFd file;
+  for (int attempt = 0; attempt < 8 && !file; ++attempt) {
     temporary = ".airlock-" + random_suffix() + ".partial";
-    const int fd = open_beneath(directory, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
-                                state.options.file_mode);
-    if (fd >= 0) {
-      file.reset(fd);
-    } else if (errno != EEXIST) {
-      const int error = errno;
-      if (error == ENOSYS) {
-        fail(name, "the kernel has no openat2, and the sink will not resolve without it", error);
-      }
-      fail(name, "creating the temporary file failed", error);
+    auto created =
+        base::openat2(directory, temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+                      base::kResolveConfined, state.options.file_mode);
+    if (created) {
+      file = std::move(created.fd);
+    } else if (created.error != EEXIST) {
+      fail(name, "creating the temporary file failed", created.error, "openat2");
     }
   }
-  if (file.get() < 0) fail(name, "no free temporary name after 8 attempts", EEXIST);
+  if (!file) fail(name, "no free temporary name after 8 attempts", EEXIST);
 
   // From here on the temporary file is ours to remove on any failure.
   struct RemoveTemporary {
@@ -208,10 +161,10 @@ LandedArtifact land(const SinkState& state, const Artifact& artifact) {
   }
   cleanup.armed = false;
   if (state.options.fsync) {
-    UniqueFd synced(open_beneath(directory, ".", O_RDONLY | O_DIRECTORY));
-    if (synced.get() < 0 || ::fsync(synced.get()) != 0) {
-      fail(name, "flushing the landing directory failed", errno);
-    }
+    const auto synced =
+        base::openat2(directory, ".", O_RDONLY | O_DIRECTORY, base::kResolveConfined);
+    if (!synced) fail(name, "flushing the landing directory failed", synced.error, "openat2");
+    if (::fsync(synced.fd.get()) != 0) fail(name, "flushing the landing directory failed", errno);
   }
 
   const std::filesystem::path destination = state.root_path / name;
@@ -241,7 +194,7 @@ OutputSink make_file_system_sink(const std::filesystem::path& root, FileSystemSi
   if (fd < 0) {
     const int error = errno;
     throw SystemError("file-system sink: cannot open the landing root " + root.string() + ": " +
-                          errno_text(error),
+                          base::errno_text(error),
                       error);
   }
   state->root.reset(fd);

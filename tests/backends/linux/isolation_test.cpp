@@ -159,7 +159,7 @@ class HostSocket {
 
  private:
   std::string path_;
-  UniqueFd fd_;
+  base::UniqueFd fd_;
 };
 
 // Closed egress means no channel out at all: not the network (NetworkIsUnreachable), and not a
@@ -320,7 +320,7 @@ TEST_F(IsolationTest, TheInitAnswersOnlyRequestsCarryingTheSandboxsSecret) {
        protocol::encode_header(protocol::Op::root, 0, random_bytes(protocol::kSecretBytes))},
   };
   for (const Forgery& forgery : forgeries) {
-    UniqueFd client(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    base::UniqueFd client(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     ASSERT_TRUE(client);
     struct sockaddr_un address {};
     address.sun_family = AF_UNIX;
@@ -330,7 +330,7 @@ TEST_F(IsolationTest, TheInitAnswersOnlyRequestsCarryingTheSandboxsSecret) {
     struct pollfd wait {client.get(), POLLIN, 0};
     ASSERT_EQ(::poll(&wait, 1, 5000), 1) << forgery.what << ": the init neither answered nor hung up";
     std::string reply;
-    std::vector<UniqueFd> fds;
+    std::vector<base::UniqueFd> fds;
     EXPECT_EQ(protocol::receive_message(client.get(), reply, fds), 0)
         << forgery.what << ": the init answered";
     EXPECT_TRUE(fds.empty()) << forgery.what << ": the init handed over a descriptor";

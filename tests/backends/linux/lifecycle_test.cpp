@@ -304,7 +304,7 @@ TEST_F(LifecycleTest, TheStandbyServesTheNextColdAcquireAndGoesWithItsBackend) {
 TEST_F(LifecycleTest, ADeadSandboxIsReplacedOnTheNextAcquire) {
   auto first = acquire(spec("phoenix"));
   const RecordFile record = first->record();
-  UniqueFd init = open_verified_init(record);
+  base::UniqueFd init = open_verified_init(record);
   ASSERT_TRUE(init);
   ASSERT_EQ(sys::pidfd_send_signal(init.get(), SIGKILL), 0);
   struct pollfd exited {

@@ -68,7 +68,7 @@ std::string kind_word(const struct stat& info) {
 
 // The parent of `path` opened by the walk, and the final component's name.
 struct Located {
-  Fd parent;
+  base::UniqueFd parent;
   std::string name;
 };
 
@@ -80,7 +80,7 @@ bool locate(const std::string& path, bool create_parents, Located& located, Fail
     return false;
   }
   located.parent = open_directory(components, components.size() - 1, create_parents, failure);
-  if (!located.parent.valid()) return false;
+  if (!located.parent) return false;
   located.name = components.back();
   return true;
 }
@@ -123,7 +123,7 @@ Failure remove_tree(int parent, const std::string& name, const std::string& path
     }
     return system_failure(errno, "open", path);
   }
-  Fd held(directory);
+  base::UniqueFd held(directory);
   Failure failure = remove_children(held.get(), path);
   if (failure.code != kFileOk) return failure;
   if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
@@ -165,7 +165,7 @@ Failure read_path(const std::string& path, std::uint64_t max_bytes) {
     if (errno == EISDIR) return {kFileIsDirectory, "is a directory: " + path};
     return system_failure(errno, "open", path);
   }
-  Fd file(raw);
+  base::UniqueFd file(raw);
   struct stat info {};
   if (::fstat(file.get(), &info) != 0) return system_failure(errno, "stat", path);
   if (S_ISDIR(info.st_mode)) return {kFileIsDirectory, "is a directory: " + path};
@@ -211,14 +211,14 @@ Failure write_path(const std::string& path, std::uint64_t size) {
     return system_failure(errno, "stat", path);
   }
   std::string staging;
-  Fd out;
-  for (int attempt = 0; attempt < 16 && !out.valid(); ++attempt) {
+  base::UniqueFd out;
+  for (int attempt = 0; attempt < 16 && !out; ++attempt) {
     staging = ".airlock-write-" + random_suffix();
-    out = Fd(::openat(parent, staging.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                      0600));
-    if (!out.valid() && errno != EEXIST) return system_failure(errno, "create", path);
+    out = base::UniqueFd(::openat(parent, staging.c_str(),
+                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out && errno != EEXIST) return system_failure(errno, "create", path);
   }
-  if (!out.valid()) return system_failure(EEXIST, "create", path);
+  if (!out) return system_failure(EEXIST, "create", path);
   std::vector<char> buffer(kBuffer);
   std::uint64_t received = 0;
   for (;;) {
@@ -259,8 +259,8 @@ Failure list_path(const std::string& path) {
   Failure failure;
   std::vector<std::string> components;
   if (!split_absolute(path, components, failure)) return failure;
-  Fd directory = open_directory(components, components.size(), false, failure);
-  if (!directory.valid()) return failure;
+  base::UniqueFd directory = open_directory(components, components.size(), false, failure);
+  if (!directory) return failure;
   const int listing_fd = ::openat(directory.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (listing_fd < 0) return system_failure(errno, "open", path);
   DIR* listing = ::fdopendir(listing_fd);

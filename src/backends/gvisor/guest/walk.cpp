@@ -11,18 +11,6 @@
 
 namespace airlock::gvisor_guest {
 
-Fd& Fd::operator=(Fd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-Fd::~Fd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Failure system_failure(int error, const std::string& what, const std::string& path) {
   return {kFileSystem,
           "errno " + std::to_string(error) + " " + what + " " + path + ": " + std::strerror(error)};
@@ -78,12 +66,12 @@ Failure classify(int parent, const std::string& name, int error, const std::stri
 
 }  // namespace
 
-Fd open_directory(const std::vector<std::string>& components, std::size_t count, bool create,
-                  Failure& failure) {
-  Fd current(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!current.valid()) {
+base::UniqueFd open_directory(const std::vector<std::string>& components, std::size_t count,
+                              bool create, Failure& failure) {
+  base::UniqueFd current(::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!current) {
     failure = system_failure(errno, "open", "/");
-    return Fd();
+    return base::UniqueFd();
   }
   constexpr int kFlags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
   for (std::size_t i = 0; i < count; ++i) {
@@ -92,15 +80,15 @@ Fd open_directory(const std::vector<std::string>& components, std::size_t count,
     if (next < 0 && errno == ENOENT && create) {
       if (::mkdirat(current.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
         failure = system_failure(errno, "mkdir", prefix(components, i + 1));
-        return Fd();
+        return base::UniqueFd();
       }
       next = ::openat(current.get(), name.c_str(), kFlags);
     }
     if (next < 0) {
       failure = classify(current.get(), name, errno, prefix(components, i + 1));
-      return Fd();
+      return base::UniqueFd();
     }
-    current = Fd(next);
+    current = base::UniqueFd(next);
   }
   return current;
 }

@@ -7,34 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.hpp"
+
 namespace airlock::gvisor_guest {
 
 // Why an operation stopped: an exit code from guest_protocol.hpp and a line for stderr.
 struct Failure {
   int code = 0;
   std::string message;
-};
-
-// An owned descriptor (the helper is built without exceptions in its hot paths; RAII still).
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd();
-  int get() const noexcept { return fd_; }
-  int release() noexcept {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  bool valid() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
 };
 
 // "/a/b/c" → {"a","b","c"}; false (with a usage failure) for a relative path, an empty
@@ -44,13 +24,13 @@ bool split_absolute(const std::string& path, std::vector<std::string>& component
 
 // Opens the directory named by components[0..count) beneath "/". With `create`, missing
 // directories are made (mode 0755) and then opened the same way — a link raced in after the
-// mkdir is refused like any other. On failure returns an invalid Fd and fills `failure`:
+// mkdir is refused like any other. On failure returns an empty descriptor and fills `failure`:
 //   a component that is a link       → kFileLink
 //   a component that is not a dir    → kFileNotDirectory
 //   a missing component (no create)  → kFileNotFound
 //   anything else                    → kFileSystem with errno
-Fd open_directory(const std::vector<std::string>& components, std::size_t count, bool create,
-                  Failure& failure);
+base::UniqueFd open_directory(const std::vector<std::string>& components, std::size_t count,
+                              bool create, Failure& failure);
 
 // A failure for errno `error` while doing `what` on `path`.
 Failure system_failure(int error, const std::string& what, const std::string& path);

@@ -29,8 +29,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "backends/linux/file_agent.hpp"
 #include "backends/linux/init/report.hpp"
@@ -39,8 +39,9 @@
 #include "backends/linux/protocol.hpp"
 #include "backends/linux/spawn_config.hpp"
 #include "backends/linux/syscalls.hpp"
-#include "backends/linux/unique_fd.hpp"
 #include "backends/linux/wire.hpp"
+#include "base/openat2.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend::init {
 namespace {
@@ -63,7 +64,7 @@ SpawnConfig read_config() {
 }
 
 void write_file(const std::string& path, const std::string& content, const std::string& step) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
   if (!fd) fail(step, errno);
   if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
     fail(step, errno);
@@ -72,14 +73,14 @@ void write_file(const std::string& path, const std::string& content, const std::
 
 void mount_at(int root, const char* directory, const char* type, unsigned long flags,
               const std::string& step) {
-  UniqueFd target(::openat(root, directory, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd target(::openat(root, directory, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!target) fail(step, errno);
   const std::string path = "/proc/self/fd/" + std::to_string(target.get());
   if (::mount(type, path.c_str(), type, flags, nullptr) != 0) fail(step, errno);
 }
 
 void bring_up_loopback() {
-  UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  base::UniqueFd socket(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!socket) fail("loopback socket", errno);
   struct ifreq request {};
   std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
@@ -102,7 +103,7 @@ void write_namespace_limits(const SpawnConfig& config) {
 // idmapping of a stored image's lower layer for a sandbox whose ids are a range of their own.
 // Made with a short-lived child (a namespace needs a process to exist), never waited for here:
 // it is killed, and reaped by whoever adopts it once this monitor exits.
-UniqueFd make_idmap_namespace(std::uint32_t from, std::uint32_t to, std::uint32_t count) {
+base::UniqueFd make_idmap_namespace(std::uint32_t from, std::uint32_t to, std::uint32_t count) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) fail("idmap pipe", errno);
   struct clone_args arguments {};
@@ -123,7 +124,7 @@ UniqueFd make_idmap_namespace(std::uint32_t from, std::uint32_t to, std::uint32_
       std::to_string(from) + " " + std::to_string(to) + " " + std::to_string(count) + "\n";
   write_file(prefix + "/uid_map", map, "write the idmap's uid_map");
   write_file(prefix + "/gid_map", map, "write the idmap's gid_map");
-  UniqueFd ns(::open((prefix + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  base::UniqueFd ns(::open((prefix + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns) fail("open the idmap namespace", errno);
   ::close(ready[1]);  // the child exits
   return ns;
@@ -131,15 +132,15 @@ UniqueFd make_idmap_namespace(std::uint32_t from, std::uint32_t to, std::uint32_
 
 // The image's rootfs as the init's lower layer: as it is, or — for a stored image owned by
 // image_uid_base+k — a detached idmapped mount showing it as uid_base+k.
-UniqueFd open_lower(const SpawnConfig& config) {
-  UniqueFd lower(::open(config.lower_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+base::UniqueFd open_lower(const SpawnConfig& config) {
+  base::UniqueFd lower(::open(config.lower_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!lower) fail("open the image's rootfs", errno);
   if (config.image_uid_base == 0 || config.image_uid_base == config.uid_base) return lower;
-  UniqueFd tree(static_cast<int>(::syscall(SYS_open_tree, lower.get(), "",
-                                           OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH |
-                                               AT_RECURSIVE)));
+  base::UniqueFd tree(static_cast<int>(
+      ::syscall(SYS_open_tree, lower.get(), "",
+                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
   if (!tree) fail("clone the image's rootfs mount", errno);
-  UniqueFd ns = make_idmap_namespace(config.image_uid_base, config.uid_base, config.id_count);
+  base::UniqueFd ns = make_idmap_namespace(config.image_uid_base, config.uid_base, config.id_count);
   struct mount_attr attributes {};
   attributes.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY;
   attributes.userns_fd = static_cast<std::uint64_t>(ns.get());
@@ -159,8 +160,8 @@ struct InitHandles {
   int command_cgroup = -1;  // O_PATH the delegated v2 directory for per-command leaves
 };
 
-UniqueFd open_relative(const char* name, const std::string& step) {
-  UniqueFd fd(::openat(AT_FDCWD, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+base::UniqueFd open_relative(const char* name, const std::string& step) {
+  base::UniqueFd fd(::openat(AT_FDCWD, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) fail(step, errno);
   return fd;
 }
@@ -174,7 +175,7 @@ UniqueFd open_relative(const char* name, const std::string& step) {
   if (got != 1) ::_exit(1);  // the monitor failed and has said why
   ::close(handles.release);
   const bool privileged = (config.flags & kMapFullRange) != 0;
-  UniqueFd new_root;
+  base::UniqueFd new_root;
   if (privileged) {
     // The root was built by the monitor in the host's user namespace, so here every mount of it
     // is locked (this namespace may not unmount or remount what a more privileged one made),
@@ -196,14 +197,14 @@ UniqueFd open_relative(const char* name, const std::string& step) {
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
       fail("make mounts private", errno);
     }
-    UniqueFd sandbox = open_relative(".", "open the sandbox's directory");
-    UniqueFd lower;
+    base::UniqueFd sandbox = open_relative(".", "open the sandbox's directory");
+    base::UniqueFd lower;
     if (config.root_kind == RootKind::directory) lower = open_lower(config);
     BuiltRoot built = build_root(config, sandbox.get(), lower.get());
     new_root = std::move(built.root);
   }
-  UniqueFd storage = open_relative("storage", "open the sandbox's storage");
-  UniqueFd egress;
+  base::UniqueFd storage = open_relative("storage", "open the sandbox's storage");
+  base::UniqueFd egress;
   if ((config.flags & kEgressBridge) != 0) egress = open_relative("egress", "open the egress directory");
   write_namespace_limits(config);
 
@@ -220,11 +221,12 @@ UniqueFd open_relative(const char* name, const std::string& step) {
   if (::chdir("/") != 0) fail("chdir /", errno);
   new_root.reset();
 
-  UniqueFd root_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  base::UniqueFd root_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) fail("open /", errno);
-  UniqueFd host_tools(sys::openat2(storage.get(), "host-tools", O_PATH | O_DIRECTORY | O_CLOEXEC,
-                                   0, sys::kResolveConfined));
-  if (!host_tools) fail("open the host-tools directory", errno);
+  auto opened_host_tools =
+      base::openat2(storage.get(), "host-tools", O_PATH | O_DIRECTORY, base::kResolveConfined);
+  if (!opened_host_tools) fail("open the host-tools directory", opened_host_tools.error);
+  base::UniqueFd host_tools = std::move(opened_host_tools.fd);
   storage.reset();
   bring_up_loopback();
   if (::sethostname(config.hostname.data(), config.hostname.size()) != 0) {
@@ -240,7 +242,7 @@ UniqueFd open_relative(const char* name, const std::string& step) {
   sigset_t child;
   ::sigemptyset(&child);
   ::sigaddset(&child, SIGCHLD);
-  UniqueFd signals(::signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC));
+  base::UniqueFd signals(::signalfd(-1, &child, SFD_NONBLOCK | SFD_CLOEXEC));
   if (!signals) fail("signalfd", errno);
 
   report_ready();
@@ -315,10 +317,11 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   }
   // Opened in the namespace the root is built in: a mount may only be made there, and overlay
   // takes no layer from another namespace's mounts.
-  UniqueFd sandbox(::open(config.sandbox_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd sandbox(
+      ::open(config.sandbox_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!sandbox) fail("open the sandbox's directory", errno);
   if (privileged) {
-    UniqueFd lower;
+    base::UniqueFd lower;
     if (config.root_kind == RootKind::directory) lower = open_lower(config);
     (void)build_root(config, sandbox.get(), lower.get());
   }
@@ -372,7 +375,7 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   if (channel < 0) ::_exit(1);
   ::close(3);
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   if (protocol::receive_message(channel, bytes, fds, 64 * 1024) <= 0) ::_exit(0);
   wire::Reader reader(bytes);
   const std::vector<std::string> procs = reader.strings(16);
@@ -380,7 +383,7 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
   if (!reader.finished()) answer = 'e';
   for (const auto& path : procs) {
     if (answer != 'j') break;
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    base::UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd || ::write(fd.get(), "0", 1) != 1) answer = 'e';
   }
   if (::write(channel, &answer, 1) != 1 || answer != 'j') ::_exit(1);

@@ -11,6 +11,7 @@
 
 #include "backends/linux/init/report.hpp"
 #include "backends/linux/syscalls.hpp"
+#include "base/openat2.hpp"
 
 namespace airlock::linux_backend::init {
 namespace {
@@ -30,22 +31,22 @@ std::string relative(const std::string& absolute) {
 
 // An O_PATH descriptor of `path` beneath `dir`, never through a link. A descriptor opened before
 // a mount names the directory *under* it, so callers look paths up afresh after mounting.
-UniqueFd open_beneath(int dir, const std::string& path, const std::string& step) {
-  UniqueFd fd(sys::openat2(dir, path.empty() ? "." : path.c_str(), O_PATH | O_CLOEXEC, 0,
-                           sys::kResolveConfined));
-  if (!fd) fail(step, errno);
-  return fd;
+base::UniqueFd open_beneath(int dir, const std::string& path, const std::string& step) {
+  auto opened =
+      base::openat2(dir, path.empty() ? "." : path.c_str(), O_PATH, base::kResolveConfined);
+  if (!opened) fail(step, opened.error);
+  return std::move(opened.fd);
 }
 
 // Changes the flags of the mount whose root is at `path` beneath `root`.
 void remount(int root, const std::string& path, unsigned long flags, const std::string& step) {
-  UniqueFd target = open_beneath(root, relative(path), step);
+  base::UniqueFd target = open_beneath(root, relative(path), step);
   must_mount("", fd_path(target.get()), nullptr, MS_REMOUNT | MS_BIND | flags, "", step);
 }
 
 void bind(int source, int root, const std::string& target_path, unsigned long extra_flags,
           const std::string& step) {
-  UniqueFd target = open_beneath(root, relative(target_path), step);
+  base::UniqueFd target = open_beneath(root, relative(target_path), step);
   must_mount(fd_path(source), fd_path(target.get()), nullptr, MS_BIND, "", step);
   if (extra_flags != 0) remount(root, target_path, extra_flags, step + " (flags)");
 }
@@ -64,28 +65,27 @@ std::vector<std::string> components(const std::string& absolute) {
 
 // Walks `path` beneath `dir` without following any link, creating what is missing (mode 0755,
 // owned by `owner` when owner != -1). Returns an O_PATH descriptor of the last component.
-UniqueFd ensure_directory(int dir, const std::string& path, int owner, const std::string& step) {
-  UniqueFd current(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+base::UniqueFd ensure_directory(int dir, const std::string& path, int owner,
+                                const std::string& step) {
+  base::UniqueFd current(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
   if (!current) fail(step, errno);
   for (const auto& part : components(path)) {
-    int next = sys::openat2(current.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                            sys::kResolveConfined);
-    if (next < 0 && errno == ENOENT) {
+    auto next =
+        base::openat2(current.get(), part.c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+    if (next.error == ENOENT) {
       if (::mkdirat(current.get(), part.c_str(), 0755) != 0 && errno != EEXIST) {
         fail(step + ": mkdir " + part, errno);
       }
-      next = sys::openat2(current.get(), part.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                          sys::kResolveConfined);
-      if (next >= 0 && owner != -1 &&
-          ::fchownat(next, "", static_cast<uid_t>(owner), static_cast<gid_t>(owner),
+      next =
+          base::openat2(current.get(), part.c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined);
+      if (next && owner != -1 &&
+          ::fchownat(next.fd.get(), "", static_cast<uid_t>(owner), static_cast<gid_t>(owner),
                      AT_EMPTY_PATH) != 0) {
-        const int error = errno;
-        ::close(next);
-        fail(step + ": chown " + part, error);
+        fail(step + ": chown " + part, errno);
       }
     }
-    if (next < 0) fail(step + ": " + part, errno);
-    current.reset(next);
+    if (!next) fail(step + ": " + part, next.error);
+    current = std::move(next.fd);
   }
   return current;
 }
@@ -107,8 +107,8 @@ int guest_root_owner(const SpawnConfig& config) {
   return privileged(config) ? static_cast<int>(config.uid_base) : -1;
 }
 
-UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
-  UniqueFd point = open_beneath(sandbox, "storage", "the storage mount point");
+base::UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
+  base::UniqueFd point = open_beneath(sandbox, "storage", "the storage mount point");
   // uid/gid are read in the mounter's user namespace: the guest root is uid_base on the host,
   // and 0 inside the init's own namespace.
   const unsigned owner = privileged(config) ? config.uid_base : 0;
@@ -118,7 +118,7 @@ UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
                               ",gid=" + std::to_string(owner);
   must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
              "mount the sandbox's storage");
-  UniqueFd storage = open_beneath(sandbox, "storage", "open the sandbox's storage");
+  base::UniqueFd storage = open_beneath(sandbox, "storage", "open the sandbox's storage");
   const int guest = guest_root_owner(config);
   make_directory(storage.get(), "tmp", 01777, guest, "storage /tmp");
   make_directory(storage.get(), "run", 0755, guest, "storage /run");
@@ -138,9 +138,11 @@ UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
   return storage;
 }
 
-UniqueFd open_root(int sandbox) { return open_beneath(sandbox, "root", "open the root mount"); }
+base::UniqueFd open_root(int sandbox) {
+  return open_beneath(sandbox, "root", "open the root mount");
+}
 
-UniqueFd storage_entry(int storage, const char* name) {
+base::UniqueFd storage_entry(int storage, const char* name) {
   return open_beneath(storage, name, std::string("open storage/") + name);
 }
 
@@ -148,8 +150,8 @@ void hide_paths(const SpawnConfig& config, int root_fd) {
   for (const auto& hidden : config.hidden_paths) {
     const std::string path = relative(hidden);
     if (path.empty()) continue;
-    UniqueFd target(sys::openat2(root_fd, path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, 0,
-                                 sys::kResolveConfined));
+    const base::UniqueFd target =
+        base::openat2(root_fd, path.c_str(), O_PATH | O_DIRECTORY, base::kResolveConfined).fd;
     if (!target) continue;  // not visible in this root: nothing to hide
     must_mount("tmpfs", fd_path(target.get()), "tmpfs",
                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000,size=4k",
@@ -159,14 +161,15 @@ void hide_paths(const SpawnConfig& config, int root_fd) {
 
 void build_dev(const SpawnConfig& config, int root_fd, int storage) {
   const int owner = -1;  // /dev belongs to nobody the guest could be
-  UniqueFd dev = ensure_directory(root_fd, "dev", owner, "/dev");
+  base::UniqueFd dev = ensure_directory(root_fd, "dev", owner, "/dev");
   must_mount("tmpfs", fd_path(dev.get()), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k",
              "tmpfs /dev");
   dev = open_beneath(root_fd, "dev", "open /dev");
   for (const char* node : {"null", "zero", "full", "random", "urandom", "tty"}) {
-    UniqueFd placeholder(::openat(dev.get(), node, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666));
+    base::UniqueFd placeholder(
+        ::openat(dev.get(), node, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666));
     if (!placeholder) fail(std::string("create /dev/") + node, errno);
-    UniqueFd mountpoint(::openat(dev.get(), node, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    base::UniqueFd mountpoint(::openat(dev.get(), node, O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!mountpoint) fail(std::string("open /dev/") + node, errno);
     must_mount(std::string("/dev/") + node, fd_path(mountpoint.get()), nullptr, MS_BIND, "",
                std::string("bind /dev/") + node);
@@ -182,9 +185,9 @@ void build_dev(const SpawnConfig& config, int root_fd, int storage) {
   for (const char* name : {"shm", "pts"}) {
     if (::mkdirat(dev.get(), name, 0755) != 0) fail(std::string("mkdir /dev/") + name, errno);
   }
-  UniqueFd shm = storage_entry(storage, "shm");
+  base::UniqueFd shm = storage_entry(storage, "shm");
   bind(shm.get(), root_fd, "dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "bind /dev/shm");
-  UniqueFd pts(::openat(dev.get(), "pts", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  base::UniqueFd pts(::openat(dev.get(), "pts", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!pts) fail("open /dev/pts", errno);
   // A private instance with a ceiling of its own: the kernel's pty pool (kernel.pty.max) is
   // shared by every devpts instance, so one sandbox may never take more than max_ptys of it.
@@ -198,7 +201,7 @@ void build_dev(const SpawnConfig& config, int root_fd, int storage) {
 void bind_host_tools(int root_fd, int storage) {
   const std::string guest = kHostToolsGuestDir;
   (void)ensure_directory(root_fd, guest, -1, guest);
-  UniqueFd source = storage_entry(storage, "host-tools");
+  base::UniqueFd source = storage_entry(storage, "host-tools");
   bind(source.get(), root_fd, guest, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
        "bind " + guest);
 }
@@ -211,7 +214,7 @@ void bind_host_directories(int root_fd) {
     if (::lstat((std::string("/") + name).c_str(), &info) != 0) continue;
     if (S_ISDIR(info.st_mode)) {
       if (::mkdirat(root_fd, name, 0755) != 0) fail(std::string("mkdir /") + name, errno);
-      UniqueFd target = open_beneath(root_fd, name, std::string("open /") + name);
+      base::UniqueFd target = open_beneath(root_fd, name, std::string("open /") + name);
       must_mount(std::string("/") + name, fd_path(target.get()), nullptr, MS_BIND | MS_REC, "",
                  std::string("bind /") + name);
     } else if (S_ISLNK(info.st_mode)) {
@@ -234,11 +237,11 @@ void make_read_only(int root_fd, const std::string& step) {
 
 void build_host_root(const SpawnConfig& config, int sandbox, int storage) {
   {
-    UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
+    base::UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
     must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m",
                "tmpfs /");
   }
-  UniqueFd root_fd = open_root(sandbox);
+  base::UniqueFd root_fd = open_root(sandbox);
   bind_host_directories(root_fd.get());
   for (const char* name : {"proc", "sys", "dev", "tmp", "run"}) {
     if (::mkdirat(root_fd.get(), name, 0755) != 0) fail(std::string("mkdir /") + name, errno);
@@ -260,12 +263,12 @@ void build_host_root(const SpawnConfig& config, int sandbox, int storage) {
   make_read_only(root_fd.get(), "make the host root read-only");
   hide_paths(config, root_fd.get());
   {
-    UniqueFd tmp = storage_entry(storage, "tmp");
+    base::UniqueFd tmp = storage_entry(storage, "tmp");
     bind(tmp.get(), root_fd.get(), "tmp", MS_NOSUID | MS_NODEV, "bind /tmp");
-    UniqueFd run = storage_entry(storage, "run");
+    base::UniqueFd run = storage_entry(storage, "run");
     bind(run.get(), root_fd.get(), "run", MS_NOSUID | MS_NODEV, "bind /run");
   }
-  UniqueFd work_storage = storage_entry(storage, "work");
+  base::UniqueFd work_storage = storage_entry(storage, "work");
   if (scratch_parent) {
     // The work storage becomes the new top-level directory itself, and the work dir is made
     // inside it: the work dir and its neighbours share one filesystem, as in an image.
@@ -301,19 +304,19 @@ void build_image_root(const SpawnConfig& config, int sandbox, int storage, int l
                               "/upper,workdir=" + storage_path + "/ovl-work" +
                               (privileged(config) ? "" : ",userxattr");
   {
-    UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
+    base::UniqueFd point = open_beneath(sandbox, "root", "the root mount point");
     must_mount("overlay", fd_path(point.get()), "overlay", MS_NOSUID | MS_NODEV, options,
                "overlay root");
   }
-  UniqueFd root_fd = open_root(sandbox);
+  base::UniqueFd root_fd = open_root(sandbox);
   const int owner = guest_root_owner(config);
   for (const char* name : {"proc", "sys", "tmp", "run"}) {
     (void)ensure_directory(root_fd.get(), name, owner, std::string("/") + name);
   }
   {
-    UniqueFd tmp = storage_entry(storage, "tmp");
+    base::UniqueFd tmp = storage_entry(storage, "tmp");
     bind(tmp.get(), root_fd.get(), "tmp", MS_NOSUID | MS_NODEV, "bind /tmp");
-    UniqueFd run = storage_entry(storage, "run");
+    base::UniqueFd run = storage_entry(storage, "run");
     bind(run.get(), root_fd.get(), "run", MS_NOSUID | MS_NODEV, "bind /run");
   }
   (void)ensure_directory(root_fd.get(), config.guest_work_dir, owner,
@@ -342,30 +345,32 @@ BuiltRoot build_root(const SpawnConfig& config, int sandbox, int lower) {
 }
 
 void harden_proc(int root) {
-  UniqueFd proc = open_beneath(root, "proc", "open /proc");
+  base::UniqueFd proc = open_beneath(root, "proc", "open /proc");
   // Read-only: the kernel's knobs. Most are host root's (nobody's inside, so no guest may write
   // them anyway); /proc/sys also holds the ones the sandbox's own namespaces own — its hostname,
   // its network namespace's settings — which the guest's root would otherwise be allowed to turn.
   for (const char* name : {"sys"}) {
-    UniqueFd target(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+    const base::UniqueFd target =
+        base::openat2(proc.get(), name, O_PATH, base::kResolveConfined).fd;
     if (!target) continue;  // not on this kernel
     const std::string path = fd_path(target.get());
     must_mount(path, path, nullptr, MS_BIND | MS_REC, "", std::string("bind /proc/") + name);
-    UniqueFd bound(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
-    if (!bound) fail(std::string("reopen /proc/") + name, errno);
-    must_mount("", fd_path(bound.get()), nullptr,
+    const auto bound = base::openat2(proc.get(), name, O_PATH, base::kResolveConfined);
+    if (!bound) fail(std::string("reopen /proc/") + name, bound.error);
+    must_mount("", fd_path(bound.fd.get()), nullptr,
                MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "",
                std::string("make /proc/") + name + " read-only");
   }
   // Masked: world-readable files that describe the host's kernel rather than the sandbox
   // (its timers, its symbols, the keys its users hold). What is host root's and unreadable to
   // others (kpage*, sysrq-trigger, …) needs no mask: the guest is nobody there.
-  UniqueFd null(sys::openat2(root, "dev/null", O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
-  if (!null) fail("open /dev/null", errno);
+  const auto null = base::openat2(root, "dev/null", O_PATH, base::kResolveConfined);
+  if (!null) fail("open /dev/null", null.error);
   for (const char* name : {"kcore", "keys", "timer_list", "sched_debug", "kallsyms"}) {
-    UniqueFd target(sys::openat2(proc.get(), name, O_PATH | O_CLOEXEC, 0, sys::kResolveConfined));
+    const base::UniqueFd target =
+        base::openat2(proc.get(), name, O_PATH, base::kResolveConfined).fd;
     if (!target) continue;
-    must_mount(fd_path(null.get()), fd_path(target.get()), nullptr, MS_BIND, "",
+    must_mount(fd_path(null.fd.get()), fd_path(target.get()), nullptr, MS_BIND, "",
                std::string("mask /proc/") + name);
   }
 }

@@ -17,13 +17,14 @@
 #pragma once
 
 #include "backends/linux/spawn_config.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend::init {
 
 struct BuiltRoot {
-  UniqueFd root;     // O_PATH: the sandbox's "/" (the top mount at <sandbox>/root)
-  UniqueFd storage;  // O_PATH: the storage tmpfs's root, read-write (the guest sees only binds)
+  base::UniqueFd root;  // O_PATH: the sandbox's "/" (the top mount at <sandbox>/root)
+  base::UniqueFd
+      storage;  // O_PATH: the storage tmpfs's root, read-write (the guest sees only binds)
 };
 
 // `sandbox` is an O_PATH descriptor of <sandbox>; `lower` an O_PATH descriptor of the image's

@@ -22,7 +22,7 @@
 #include "backends/linux/init/egress_bridge.hpp"
 #include "backends/linux/protocol.hpp"
 #include "backends/linux/syscalls.hpp"
-#include "backends/linux/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend::init {
 namespace {
@@ -50,7 +50,7 @@ void sleep_ms(long milliseconds) {
 // A per-command cgroup v2 leaf: kept and reused while empty, so the common case costs no mkdir.
 struct Leaf {
   std::string name;
-  UniqueFd directory;  // O_PATH
+  base::UniqueFd directory;  // O_PATH
   bool busy = false;
   // Written to cgroup.kill once. Never reused afterwards: a child cloned into a cgroup that was
   // killed before can be killed on arrival (the kernel compares kill generations of the parent's
@@ -60,16 +60,16 @@ struct Leaf {
 
 struct Connection {
   enum class State { awaiting_request, queued, running, replied };
-  UniqueFd socket;
+  base::UniqueFd socket;
   State state = State::awaiting_request;
   ExecRequest request;
-  std::vector<UniqueFd> fds;  // stdout, stderr[, stdin]
+  std::vector<base::UniqueFd> fds;  // stdout, stderr[, stdin]
   std::int64_t deadline = 0;
   std::uint64_t sequence = 0;
   pid_t pid = -1;
   bool reaped = false;
   int wait_status = 0;
-  UniqueFd error_pipe;
+  base::UniqueFd error_pipe;
   Leaf* leaf = nullptr;
   std::uint32_t exit_flags = 0;
   bool serial() const { return (request.flags & protocol::kSerial) != 0; }
@@ -152,7 +152,7 @@ void Server::accept_all() {
 
 void Server::read_request(Connection& connection) {
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   const long received = protocol::receive_message(connection.socket.get(), bytes, fds);
   if (received == -EAGAIN) return;
   if (received <= 0) {
@@ -212,8 +212,8 @@ void Server::read_request(Connection& connection) {
       return;
     }
     case protocol::Op::namespaces: {
-      UniqueFd user(::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
-      UniqueFd mount(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
+      base::UniqueFd user(::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
+      base::UniqueFd mount(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));
       Reply answer;
       if (!user || !mount) {
         answer.message = "the init's namespaces could not be opened";
@@ -284,7 +284,7 @@ Leaf* Server::acquire_leaf(int& error_number) {
 }
 
 bool Server::leaf_populated(const Leaf& leaf) const {
-  UniqueFd events(::openat(leaf.directory.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
+  base::UniqueFd events(::openat(leaf.directory.get(), "cgroup.events", O_RDONLY | O_CLOEXEC));
   if (!events) return true;  // cannot tell: treat as still in use
   char text[256] = {};
   const ssize_t length = ::read(events.get(), text, sizeof text - 1);
@@ -407,8 +407,8 @@ void Server::kill_command(Connection& connection, std::uint32_t reason) {
   connection.exit_flags |= reason | protocol::kKillChecked;
   if (connection.leaf != nullptr) {
     connection.leaf->killed = true;
-    UniqueFd kill_file(::openat(connection.leaf->directory.get(), "cgroup.kill",
-                                O_WRONLY | O_CLOEXEC));
+    base::UniqueFd kill_file(
+        ::openat(connection.leaf->directory.get(), "cgroup.kill", O_WRONLY | O_CLOEXEC));
     if (kill_file) {
       ssize_t ignored = ::write(kill_file.get(), "1", 1);
       (void)ignored;
@@ -479,7 +479,7 @@ void Server::expire_deadlines() {
 
 void Server::read_while_active(Connection& connection) {
   std::string bytes;
-  std::vector<UniqueFd> fds;
+  std::vector<base::UniqueFd> fds;
   const long received = protocol::receive_message(connection.socket.get(), bytes, fds);
   if (received == -EAGAIN) return;
   protocol::Op op{};
