@@ -10,6 +10,8 @@
 #include "backends/docker/egress_topology.hpp"
 #include "backends/docker/engine_context.hpp"
 #include "backends/docker/seccomp_profile.hpp"
+#include "backends/kit/contained.hpp"
+#include "backends/kit/labels.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -27,10 +29,9 @@ std::map<std::string, std::string> labels_for(const SandboxKey& key, const Sandb
 
 // The query half of a sandbox's labels: what a later process can recompute from a key.
 std::map<std::string, std::string> key_labels(const SandboxKey& key) {
-  return {{kBackendLabel, "docker"},
-          {"airlock.scope", map_label_value(key.scope)},
-          {"airlock.thread", map_label_value(key.thread_id)},
-          {"airlock.agent", map_label_value(key.agent_dir)}};
+  auto labels = backend_kit::key_labels(key);
+  labels.emplace(kBackendLabel, "docker");
+  return labels;
 }
 
 // A container that carries our name but not our labels for this sandbox is not adopted: it may
@@ -358,17 +359,14 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
 // ---- disposal ---------------------------------------------------------------------------------
 
 void DockerBackend::dispose(const SandboxKey& key) noexcept {
-  try {
-    state_->sweep(key_labels(key));
-  } catch (...) {
-  }
+  backend_kit::contained("docker", "dispose", [&] { state_->sweep(key_labels(key)); });
 }
 
 bool DockerBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
                                  std::optional<std::string_view> instance_id) noexcept {
-  try {
-    auto labels = key_labels(key);
-    labels["airlock.kind"] = map_label_value(kind);
+  return backend_kit::contained("docker", "dispose_kind", false, [&] {
+    auto labels = backend_kit::kind_labels(key, kind);
+    labels.emplace(kBackendLabel, "docker");
     if (!instance_id) {
       state_->sweep(labels);
     } else {
@@ -381,29 +379,21 @@ bool DockerBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
       if (!instance_id || container.id == *instance_id) return false;
     }
     return true;
-  } catch (...) {
-    return false;
-  }
+  });
 }
 
 int DockerBackend::dispose_scope(std::string_view scope,
                                  std::optional<std::string_view> thread_id) noexcept {
-  try {
-    std::map<std::string, std::string> labels{{kBackendLabel, "docker"},
-                                              {"airlock.scope", map_label_value(scope)}};
-    if (thread_id) labels["airlock.thread"] = map_label_value(*thread_id);
+  return backend_kit::contained("docker", "dispose_scope", 0, [&] {
+    auto labels = backend_kit::scope_labels(scope, thread_id);
+    labels.emplace(kBackendLabel, "docker");
     return state_->sweep(labels);
-  } catch (...) {
-    return 0;
-  }
+  });
 }
 
 int DockerBackend::purge_all() noexcept {
-  try {
-    return state_->sweep({{kBackendLabel, "docker"}});
-  } catch (...) {
-    return 0;
-  }
+  return backend_kit::contained("docker", "purge", 0,
+                                [&] { return state_->sweep({{kBackendLabel, "docker"}}); });
 }
 
 std::vector<SandboxRecord> DockerBackend::list_sandboxes() {

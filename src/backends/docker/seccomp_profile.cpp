@@ -12,7 +12,7 @@
 #include <string>
 
 #include "airlock/errors.hpp"
-#include "backends/guest_seccomp_policy.hpp"
+#include "backends/kit/guest_seccomp_policy.hpp"
 #include "base/syscall_error.hpp"
 
 namespace airlock::docker {

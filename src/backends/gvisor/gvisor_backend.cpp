@@ -19,6 +19,8 @@
 #include "backends/gvisor/bundle.hpp"
 #include "backends/gvisor/cleanup.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/contained.hpp"
+#include "backends/kit/labels.hpp"
 
 namespace airlock::gvisor_backend {
 namespace {
@@ -116,20 +118,13 @@ void require_traversable(const std::filesystem::path& target, const char* what,
 
 constexpr std::uint64_t kMinimumStorageBytes = std::uint64_t{1} << 20;
 
-bool labels_match(const Record& record, const std::map<std::string, std::string>& wanted) {
-  for (const auto& [label, value] : wanted) {
-    const auto found = record.labels.find(label);
-    if (found == record.labels.end() || found->second != value) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 GvisorBackend::GvisorBackend(GvisorBackendConfig config)
     : config_(std::make_shared<const GvisorBackendConfig>(std::move(config))),
       store_(resolved_state_dir(*config_)),
-      images_(resolved_image_store(*config_), images::OwnershipMap::shifted(config_->uid_base)) {
+      images_(resolved_image_store(*config_), images::OwnershipMap::shifted(config_->uid_base)),
+      egress_(config_->egress_decisions) {
   if (::geteuid() != 0) {
     throw NotSupported(
         "the gvisor backend needs root: runsc creates namespaces and cgroups "
@@ -388,29 +383,10 @@ void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& 
   UnixSocketOptions socket;
   socket.owner_uid = config_->uid_base;
   socket.owner_gid = config_->uid_base;
-  // An older listener of ours for this sandbox serves no one: it goes before the new bind.
-  stop_egress(id);
-  std::lock_guard lock(egress_mutex_);
-  if (!egress_proxy_) {
-    EgressProxy::Options options;
-    options.on_decision = config_->egress_decisions;
-    egress_proxy_ = std::make_unique<EgressProxy>(std::move(options));
-  }
-  egress_listeners_[id] =
-      egress_proxy_->listen(directory / kEgressSocketName, std::move(policy), instance_id, socket);
+  egress_.listen(id, directory / kEgressSocketName, std::move(policy), instance_id, socket);
 }
 
-void GvisorBackend::stop_egress(const std::string& id) noexcept {
-  EgressListener closing;
-  {
-    std::lock_guard lock(egress_mutex_);
-    auto found = egress_listeners_.find(id);
-    if (found == egress_listeners_.end()) return;
-    closing = std::move(found->second);
-    egress_listeners_.erase(found);
-  }
-  closing.close();  // outside the lock: it waits for the event loop
-}
+void GvisorBackend::stop_egress(const std::string& id) noexcept { egress_.stop(id); }
 
 bool GvisorBackend::teardown(const std::string& id) noexcept {
   try {
@@ -446,55 +422,42 @@ bool GvisorBackend::teardown_locked(const std::string& id) noexcept {
 }
 
 void GvisorBackend::dispose(const SandboxKey& key) noexcept {
-  try {
-    const std::map<std::string, std::string> wanted = {
-        {"airlock.scope", map_label_value(key.scope)},
-        {"airlock.thread", map_label_value(key.thread_id)},
-        {"airlock.agent", map_label_value(key.agent_dir)}};
+  backend_kit::contained("gvisor", "dispose", [&] {
+    const auto wanted = backend_kit::key_labels(key);
     for (const auto& id : store_.ids()) {
       const auto record = store_.read(id);
-      if (record && labels_match(*record, wanted)) teardown(id);
+      if (record && backend_kit::labels_match(record->labels, wanted)) teardown(id);
     }
-  } catch (const std::exception& error) {
-    spdlog::warn("gvisor: dispose failed: {}", error_detail(error));
-  }
+  });
 }
 
 bool GvisorBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
                                  std::optional<std::string_view> instance_id) noexcept {
-  bool all_gone = true;
-  try {
-    const std::map<std::string, std::string> wanted = {
-        {"airlock.scope", map_label_value(key.scope)},
-        {"airlock.thread", map_label_value(key.thread_id)},
-        {"airlock.agent", map_label_value(key.agent_dir)},
-        {"airlock.kind", map_label_value(kind)}};
+  return backend_kit::contained("gvisor", "dispose_kind", false, [&] {
+    const auto wanted = backend_kit::kind_labels(key, kind);
+    bool all_gone = true;
     for (const auto& id : store_.ids()) {
       const auto record = store_.read(id);
-      if (!record || !labels_match(*record, wanted)) continue;
+      if (!record || !backend_kit::labels_match(record->labels, wanted)) continue;
       if (instance_id && record->instance_id != *instance_id) continue;
       all_gone = teardown(id) && all_gone;
     }
-  } catch (const std::exception& error) {
-    spdlog::warn("gvisor: dispose_kind failed: {}", error_detail(error));
-    return false;
-  }
-  return all_gone;
+    return all_gone;
+  });
 }
 
 int GvisorBackend::dispose_scope(std::string_view scope,
                                  std::optional<std::string_view> thread_id) noexcept {
   int disposed = 0;
-  try {
-    std::map<std::string, std::string> wanted = {{"airlock.scope", map_label_value(scope)}};
-    if (thread_id) wanted["airlock.thread"] = map_label_value(*thread_id);
+  backend_kit::contained("gvisor", "dispose_scope", [&] {
+    const auto wanted = backend_kit::scope_labels(scope, thread_id);
     for (const auto& id : store_.ids()) {
       const auto record = store_.read(id);
-      if (record && labels_match(*record, wanted) && teardown(id)) ++disposed;
+      if (record && backend_kit::labels_match(record->labels, wanted) && teardown(id)) {
+        ++disposed;
+      }
     }
-  } catch (const std::exception& error) {
-    spdlog::warn("gvisor: dispose_scope failed: {}", error_detail(error));
-  }
+  });
   return disposed;
 }
 

@@ -9,6 +9,7 @@
 
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/images.hpp"
+#include "backends/kit/egress_listeners.hpp"
 #include "backends/gvisor/gvisor_sandbox.hpp"
 #include "backends/gvisor/runsc.hpp"
 #include "backends/gvisor/state_store.hpp"
@@ -70,9 +71,7 @@ class GvisorBackend final : public SandboxBackend {
   std::string state_tag_;  // 8 hex of the state directory, in every container id
 
   // One proxy per backend, started by the first allowlisted acquire.
-  std::mutex egress_mutex_;
-  std::unique_ptr<EgressProxy> egress_proxy_;
-  std::map<std::string, EgressListener> egress_listeners_;
+  backend_kit::EgressListeners egress_;
 
   std::mutex registry_mutex_;
   std::map<std::string, std::shared_ptr<Identity>> identities_;

@@ -2,7 +2,7 @@
 #include "airlock/backend_factory.hpp"
 #include "airlock/backends/linux.hpp"
 #include "airlock/errors.hpp"
-#include "backends/config_fields.hpp"
+#include "backends/kit/config_fields.hpp"
 
 namespace airlock {
 

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/state_dir.hpp"
+#include "backends/kit/contained.hpp"
+#include "backends/kit/labels.hpp"
 #include "backends/linux/control_channel.hpp"
 #include "backends/linux/id_slots.hpp"
 #include "backends/linux/launcher.hpp"
@@ -55,14 +58,6 @@ void remove_state_directory(const StateStore& store, const std::string& id) {
   base::UniqueFd base(::open(store.base().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!base) return;
   (void)remove_tree(base.get(), id);
-}
-
-bool matches_labels(const RecordFile& record, const std::map<std::string, std::string>& wanted) {
-  for (const auto& [name, value] : wanted) {
-    auto found = record.labels.find(name);
-    if (found == record.labels.end() || found->second != value) return false;
-  }
-  return true;
 }
 
 // What every command runs under. RLIMIT_MEMLOCK bounds what one process may pin (locked pages
@@ -255,7 +250,8 @@ void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint
 LinuxBackend::LinuxBackend(LinuxBackendConfig config)
     : config_(std::make_shared<const LinuxBackendConfig>(std::move(config))),
       store_(config_->state_dir.empty() ? default_linux_state_dir() : config_->state_dir),
-      privileged_(::geteuid() == 0) {
+      privileged_(::geteuid() == 0),
+      egress_(config_->egress_decisions) {
   if (config_->max_concurrent_commands == 0) {
     throw InvalidArgument("max_concurrent_commands must be at least 1", "max_concurrent_commands");
   }
@@ -674,7 +670,10 @@ void LinuxBackend::destroy_locked(const std::string& id,
     }
     stop_egress(id);
     remove_state_directory(store_, id);
+  } catch (const std::exception& error) {
+    spdlog::warn("linux: tearing down {} failed: {}", id, error_detail(error));
   } catch (...) {
+    spdlog::warn("linux: tearing down {} failed", id);
   }
 }
 
@@ -693,30 +692,13 @@ void LinuxBackend::listen_for_egress(const std::string& id, const SandboxSpec& s
     // a directory only this user (and the sandbox's init, by descriptor) may pass through.
     socket.mode = 0666;
   }
-  // An older listener of ours for this sandbox (its socket file was since replaced by another
-  // process, or this is a re-adopt) serves no one: it goes before the new bind.
-  stop_egress(id);
-  std::lock_guard lock(egress_mutex_);
-  if (!egress_proxy_) {
-    EgressProxy::Options options;
-    options.on_decision = config_->egress_decisions;
-    egress_proxy_ = std::make_unique<EgressProxy>(std::move(options));
-  }
-  egress_listeners_[id] = egress_proxy_->listen(store_.sandbox_dir(id) / "egress" / "egress.sock",
-                                                std::move(policy), record.instance_id, socket);
+  // An older listener for this sandbox (its socket file was since replaced by another process,
+  // or this is a re-adopt) serves no one: the kit closes it before the new bind.
+  egress_.listen(id, store_.sandbox_dir(id) / "egress" / "egress.sock", std::move(policy),
+                 record.instance_id, socket);
 }
 
-void LinuxBackend::stop_egress(const std::string& id) noexcept {
-  EgressListener closing;
-  {
-    std::lock_guard lock(egress_mutex_);
-    auto found = egress_listeners_.find(id);
-    if (found == egress_listeners_.end()) return;
-    closing = std::move(found->second);
-    egress_listeners_.erase(found);
-  }
-  closing.close();  // outside the lock: it waits for the event loop
-}
+void LinuxBackend::stop_egress(const std::string& id) noexcept { egress_.stop(id); }
 
 bool LinuxBackend::destroy_identity(
     const std::string& id, const std::function<bool(const RecordFile&)>& matches) noexcept {
@@ -733,7 +715,11 @@ bool LinuxBackend::destroy_identity(
     if (!matches(*record)) return false;
     destroy_locked(id, record);
     return true;
+  } catch (const std::exception& error) {
+    spdlog::warn("linux: disposing of {} failed: {}", id, error_detail(error));
+    return false;
   } catch (...) {
+    spdlog::warn("linux: disposing of {} failed", id);
     return false;
   }
 }
@@ -741,38 +727,31 @@ bool LinuxBackend::destroy_identity(
 template <typename Match>
 int LinuxBackend::destroy_matching(Match match) noexcept {
   int count = 0;
-  try {
+  backend_kit::contained("linux", "disposal", [&] {
     for (const auto& id : store_.ids()) {
       auto record = store_.read(id);
       if (!record || !match(*record)) continue;
       if (destroy_identity(id, match)) ++count;
     }
-  } catch (...) {
-  }
+  });
   return count;
 }
 
 void LinuxBackend::dispose(const SandboxKey& key) noexcept {
-  try {
-    const std::map<std::string, std::string> wanted{
-        {"airlock.scope", map_label_value(key.scope)},
-        {"airlock.thread", map_label_value(key.thread_id)},
-        {"airlock.agent", map_label_value(key.agent_dir)}};
-    destroy_matching([&](const RecordFile& record) { return matches_labels(record, wanted); });
-  } catch (...) {
-  }
+  backend_kit::contained("linux", "dispose", [&] {
+    const auto wanted = backend_kit::key_labels(key);
+    destroy_matching([&](const RecordFile& record) {
+      return backend_kit::labels_match(record.labels, wanted);
+    });
+  });
 }
 
 bool LinuxBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
                                 std::optional<std::string_view> instance_id) noexcept {
-  try {
-    const std::map<std::string, std::string> wanted{
-        {"airlock.scope", map_label_value(key.scope)},
-        {"airlock.thread", map_label_value(key.thread_id)},
-        {"airlock.agent", map_label_value(key.agent_dir)},
-        {"airlock.kind", map_label_value(kind)}};
+  return backend_kit::contained("linux", "dispose_kind", false, [&] {
+    const auto wanted = backend_kit::kind_labels(key, kind);
     auto match = [&](const RecordFile& record) {
-      return matches_labels(record, wanted) &&
+      return backend_kit::labels_match(record.labels, wanted) &&
              (!instance_id || record.instance_id == *instance_id);
     };
     destroy_matching(match);
@@ -781,21 +760,17 @@ bool LinuxBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
       if (record && match(*record)) return false;
     }
     return true;
-  } catch (...) {
-    return false;
-  }
+  });
 }
 
 int LinuxBackend::dispose_scope(std::string_view scope,
                                 std::optional<std::string_view> thread_id) noexcept {
-  try {
-    std::map<std::string, std::string> wanted{{"airlock.scope", map_label_value(scope)}};
-    if (thread_id) wanted["airlock.thread"] = map_label_value(*thread_id);
-    return destroy_matching(
-        [&](const RecordFile& record) { return matches_labels(record, wanted); });
-  } catch (...) {
-    return 0;
-  }
+  return backend_kit::contained("linux", "dispose_scope", 0, [&] {
+    const auto wanted = backend_kit::scope_labels(scope, thread_id);
+    return destroy_matching([&](const RecordFile& record) {
+      return backend_kit::labels_match(record.labels, wanted);
+    });
+  });
 }
 
 std::vector<SandboxRecord> LinuxBackend::list_sandboxes() {
@@ -838,7 +813,10 @@ int LinuxBackend::purge_all() noexcept {
       destroy_locked(id, record);
       if (record) ++count;
     }
+  } catch (const std::exception& error) {
+    spdlog::warn("linux: purge failed: {}", error_detail(error));
   } catch (...) {
+    spdlog::warn("linux: purge failed");
   }
   return count;
 }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "airlock/backends/linux.hpp"
+#include "backends/kit/egress_listeners.hpp"
 #include "backends/linux/cgroups.hpp"
 #include "backends/linux/image_source.hpp"
 #include "backends/linux/linux_sandbox.hpp"
@@ -113,11 +114,8 @@ class LinuxBackend final : public SandboxBackend {
   bool standby_stopping_ = false;
   int standby_failures_ = 0;
 
-  // One proxy per backend, started by the first allowlisted acquire; declared before the
-  // listeners so that they close first.
-  std::mutex egress_mutex_;
-  std::unique_ptr<EgressProxy> egress_proxy_;
-  std::map<std::string, EgressListener> egress_listeners_;
+  // One proxy per backend, started by the first allowlisted acquire.
+  backend_kit::EgressListeners egress_;
 };
 
 }  // namespace airlock::linux_backend

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
-#include "backends/guest_seccomp_policy.hpp"
+#include "backends/kit/guest_seccomp_policy.hpp"
 #include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
