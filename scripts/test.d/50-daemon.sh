@@ -1,6 +1,7 @@
 # airlockd end to end: `airlock serve` spoken to with curl, the Deep Agents (JS) adapter's tests
 # against a real daemon, and the bounded load test (50 conversations) — each against the
-# `testing` backend, and against `linux` when this
+# `testing` backend (served by the test-only airlock-testing / airlockd-testing, which link it:
+# the shipped programs refuse it), and against `linux` when this
 # build has it and runs as root (otherwise the linux runs are SKIPPED, loudly, with the reason).
 # The daemon's own gtest suite (daemon_tests, its DaemonOnLinux cases included) runs with every
 # other CTest suite in 10-unit.
@@ -10,6 +11,7 @@ set -euo pipefail
 cd "$AIRLOCK_SOURCE_DIR"
 build="$AIRLOCK_BUILD_DIR"
 export AIRLOCKD="$PWD/$build/src/daemon/airlockd"
+export AIRLOCKD_TESTING="$PWD/$build/tests/daemon/airlockd-testing"
 export AIRLOCK_BUILD_DIR="$PWD/$build"
 airlock="$PWD/$build/src/cli/airlock"
 status=0
@@ -43,12 +45,14 @@ stop_serve() {
   rm -rf "$serve_dir"
 }
 trap 'stop_serve; rm -rf "$probe"' EXIT
+serve=$airlock
 if [[ $serve_backend == linux ]]; then
   echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$serve_dir/linux\"}],\"min_isolation\":\"container\"}" >"$serve_dir/config.json"
 else
+  serve="$PWD/$build/tests/cli/airlock-testing"
   echo '{"backends":[{"type":"testing","capabilities":["exec","files_in","files_out"]}],"min_isolation":"none"}' >"$serve_dir/config.json"
 fi
-"$airlock" serve --config "$serve_dir/config.json" --socket "$serve_dir/sock" --state-dir "$serve_dir/state" \
+"$serve" serve --config "$serve_dir/config.json" --socket "$serve_dir/sock" --state-dir "$serve_dir/state" \
   --ready-file "$serve_dir/ready" >"$serve_dir/log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 300); do [[ -e $serve_dir/ready ]] || ! kill -0 "$serve_pid" 2>/dev/null && break; sleep 0.1; done

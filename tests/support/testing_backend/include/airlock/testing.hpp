@@ -1,7 +1,13 @@
 // An in-process backend for tests: a policy fixture whose every declaration can be overridden,
 // and an in-memory sandbox that applies the same confinement rules as a real one.
 //
-// Never for production: it declares `Isolation::none` by default because it draws no boundary.
+// Never for production: it declares `Isolation::none` by default because it draws no boundary,
+// and it can be told to declare any rung. So it is not part of libairlock nor of its installed
+// headers: it is the test library `airlock::testing` (tests/support/testing_backend), built with
+// the tests. A test program links it, and then — only then — `make_backend("testing", …)` and
+// router documents know the type {"type": "testing", "isolation": …, "egress_modes": […],
+// "capabilities": […], "os_families": […], "limits": {…}, "unemulated_commands": …}. Python
+// tests get the same with `import airlock.testing`.
 //
 // The in-memory sandbox stores a filesystem (files, directories, links with targets, FIFOs,
 // hard links, owner permission bits) and answers every Sandbox method against it with the
@@ -9,7 +15,7 @@
 // guest kernel it refuses a name over 255 bytes or a path of 4096 bytes or more (ENAMETOOLONG).
 // A hard link is reported by the file plane as `other` and never read.
 //
-// `exec` runs a small POSIX shell over that same filesystem (see backends/testing/emulator.hpp)
+// `exec` runs a small POSIX shell over that same filesystem (see emulator.hpp beside it)
 // — enough for the conformance suites and the shell roads to attack it for real:
 //   printf FORMAT [ARG…] (%s %b %c %d %i %u %x %X %o %%, widths, \n \t \NNN escapes) ·
 //   echo [-n] · cat [FILE…|-] · test / [ … ] (-e -f -d -L -h -s -r -w -x -p -n -z, = != -eq
@@ -104,7 +110,7 @@ class InProcessSandbox : public Sandbox {
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
 
-  // The command emulator (backends/testing/emulator.hpp) — internal, not part of the test API.
+  // The command emulator (emulator.hpp) — internal, not part of the test API.
   class Emulator;
 
  private:

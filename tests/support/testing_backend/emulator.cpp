@@ -1,6 +1,6 @@
 // The emulator's interpreter (expansion, pipelines, redirections, deadlines, the output
 // ceiling) and its filesystem, which is the in-process sandbox's own node map.
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 #include <atomic>
 #include <cerrno>

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "airlock/encoding.hpp"
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 namespace airlock::testing {
 namespace {

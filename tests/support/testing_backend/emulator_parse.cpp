@@ -4,7 +4,7 @@
 #include <cctype>
 #include <set>
 
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 namespace airlock::testing::emulation {
 namespace {
