@@ -1,19 +1,91 @@
 // `airlock bench` group "router": what the router adds to a warm acquire (SPEC §7: ≤ 10 µs).
 //
-// The same in-process backend is asked for the same warm sandbox directly and through the
-// router, interleaved batch by batch so both meet the same machine state; the overhead is the
-// difference of each pair (every check of the policy, the floor, the capability match, the
-// transfer limits and the egress posture, run on every acquire).
+// The same backend is asked for the same warm sandbox directly and through the router,
+// interleaved batch by batch so both meet the same machine state; the overhead is the difference
+// of each pair (every check of the policy, the floor, the capability match, the transfer limits
+// and the egress posture, run on every acquire).
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "airlock/errors.hpp"
 #include "airlock/router.hpp"
-#include "airlock/testing.hpp"
 #include "bench.hpp"
 
 namespace airlock::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A sandbox that only exists to be handed out: the bench never runs anything in it.
+class HeldSandbox final : public Sandbox {
+ public:
+  HeldSandbox(SandboxKey key, std::string kind) : key_(std::move(key)), kind_(std::move(kind)) {}
+  std::string instance_id() const override { return "bench-router"; }
+  const SandboxKey& key() const override { return key_; }
+  const std::string& kind() const override { return kind_; }
+  void write_file(std::string_view, std::string_view, std::string_view) override { refuse(); }
+  ExecResult exec(const Command&, const ExecOptions&) override { refuse(); }
+  ExecResult run_code(std::string_view, Milliseconds) override { refuse(); }
+  std::optional<SandboxEntry> stat_file(std::string_view, std::string_view) override { refuse(); }
+  std::string read_file(std::string_view, std::string_view, std::uint64_t) override { refuse(); }
+  std::vector<SandboxEntry> list_dir(std::string_view, std::string_view) override { refuse(); }
+  void remove(std::string_view, std::string_view, bool) override { refuse(); }
+
+ private:
+  [[noreturn]] static void refuse() {
+    throw NotSupported("the router bench's sandbox runs nothing: it is only acquired");
+  }
+  SandboxKey key_;
+  std::string kind_;
+};
+
+// Get-or-create per (key, kind, egress posture) under a lock, as a real backend's warm path is,
+// and nothing else. It draws no boundary, so it declares none and the bench's floor is none:
+// the floor check costs the same at every rung.
+class WarmBackend final : public SandboxBackend {
+ public:
+  std::string name() const override { return "bench"; }
+  Isolation isolation() const override { return Isolation::none; }
+  std::optional<EgressSet> egress_modes() const override { return EgressSet{Egress::closed}; }
+  std::optional<CapabilitySet> capabilities() const override {
+    return CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out};
+  }
+  std::shared_ptr<Sandbox> acquire(const SandboxKey& key, const SandboxSpec& spec) override {
+    std::lock_guard lock(mutex_);
+    auto& slot = warm_[{key, spec.kind(), spec.egress_posture()}];
+    if (!slot) slot = std::make_shared<HeldSandbox>(key, spec.kind());
+    return slot;
+  }
+  void dispose(const SandboxKey& key) noexcept override {
+    std::lock_guard lock(mutex_);
+    std::erase_if(warm_, [&](const auto& entry) { return std::get<0>(entry.first) == key; });
+  }
+  bool dispose_kind(const SandboxKey& key, std::string_view kind,
+                    std::optional<std::string_view>) noexcept override {
+    std::lock_guard lock(mutex_);
+    std::erase_if(warm_, [&](const auto& entry) {
+      return std::get<0>(entry.first) == key && std::get<1>(entry.first) == kind;
+    });
+    return true;
+  }
+  int dispose_scope(std::string_view scope, std::optional<std::string_view>) noexcept override {
+    std::lock_guard lock(mutex_);
+    return static_cast<int>(std::erase_if(
+        warm_, [&](const auto& entry) { return std::get<0>(entry.first).scope == scope; }));
+  }
+  int purge_all() noexcept override {
+    std::lock_guard lock(mutex_);
+    const int count = static_cast<int>(warm_.size());
+    warm_.clear();
+    return count;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::tuple<SandboxKey, std::string, std::string>, std::shared_ptr<HeldSandbox>> warm_;
+};
 
 constexpr int kBatch = 2000;  // acquires per sample: one acquire is too short to time alone
 
@@ -27,14 +99,8 @@ double microseconds_per_acquire(Acquire&& acquire) {
 }
 
 void run_router_group(BenchRun& run) {
-  testing::InProcessBackendOptions options;
-  options.name = "bench";
-  options.isolation = Isolation::container;
-  options.capabilities =
-      CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out};
-  options.sandbox_per_key = true;
-  auto backend = std::make_shared<testing::InProcessSandboxBackend>(options);
-  SandboxRouter router({backend}, {.min_isolation = Isolation::container});
+  auto backend = std::make_shared<WarmBackend>();
+  SandboxRouter router({backend}, {.min_isolation = Isolation::none});
   SandboxSpec::Fields fields;
   fields.kind = "bench";
   fields.required_capabilities = CapabilitySet{Capability::exec, Capability::files_in};

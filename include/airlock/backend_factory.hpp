@@ -8,6 +8,9 @@
 //    "denied_capabilities": ["host_tools"], "denied_identities": ["user"]}
 //
 // Every key is checked: an unknown backend type or an unknown key is an InvalidArgument naming it.
+// The known types are the backends linked into this program: libairlock's own (each enforces the
+// rung it declares), plus any a program adds, such as the in-process `testing` fake a test
+// links (airlock::testing) — a shipped program has no such type.
 #pragma once
 
 #include <functional>

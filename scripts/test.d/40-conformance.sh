@@ -3,8 +3,11 @@
 # shellcheck source=scripts/test.d/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-echo "--- airlock conformance --backend testing"
-"$airlock" conformance --backend testing
+# The in-process fake, through the test-only CLI that links it (the shipped one refuses it),
+# declaring what its emulator really serves (tests/support/testing_backend/conformance.json).
+echo "--- airlock-testing conformance --backend testing"
+"$AIRLOCK_BUILD_DIR/tests/cli/airlock-testing" conformance --backend testing \
+  --backend-config "${AIRLOCK_SOURCE_DIR:-.}/tests/support/testing_backend/conformance.json"
 
 # The linux backend's conformance is required, never optional. Its sandboxes live in a state
 # directory of this stage's own, purged however the stage ends.

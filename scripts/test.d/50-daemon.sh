@@ -1,6 +1,7 @@
 # airlockd end to end: `airlock serve` spoken to with curl, the Deep Agents (JS) adapter's tests
 # against a real daemon, and the bounded load test (50 conversations) — each against the
-# `testing` backend, and against `linux` when this
+# `testing` backend (served by the test-only airlock-testing / airlockd-testing, which link it:
+# the shipped programs refuse it), and against `linux` when this
 # build has it and runs as root (otherwise the linux runs are SKIPPED, loudly, with the reason).
 # The daemon's own gtest suite (daemon_tests, its DaemonOnLinux cases included) runs with every
 # other CTest suite in 10-unit.
@@ -10,6 +11,7 @@
 # shellcheck source=scripts/test.d/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 export AIRLOCKD="$AIRLOCK_BUILD_DIR/src/daemon/airlockd"
+export AIRLOCKD_TESTING="$AIRLOCK_BUILD_DIR/tests/daemon/airlockd-testing"
 status=0
 
 # Which backends can this build route to? `airlock check` builds the same router from the same
@@ -42,12 +44,14 @@ stop_serve() {
   fi
 }
 on_exit stop_serve
+serve=$airlock
 if [[ $serve_backend == linux ]]; then
   echo "{\"backends\":[{\"type\":\"linux\",\"state_dir\":\"$serve_dir/linux\"}],\"min_isolation\":\"container\"}" >"$serve_dir/config.json"
 else
+  serve="$AIRLOCK_BUILD_DIR/tests/cli/airlock-testing"
   echo '{"backends":[{"type":"testing","capabilities":["exec","files_in","files_out"]}],"min_isolation":"none"}' >"$serve_dir/config.json"
 fi
-"$airlock" serve --config "$serve_dir/config.json" --socket "$serve_dir/sock" --state-dir "$serve_dir/state" \
+"$serve" serve --config "$serve_dir/config.json" --socket "$serve_dir/sock" --state-dir "$serve_dir/state" \
   --ready-file "$serve_dir/ready" >"$serve_dir/log" 2>&1 &
 serve_pid=$!
 for _ in $(seq 300); do [[ -e $serve_dir/ready ]] || ! kill -0 "$serve_pid" 2>/dev/null && break; sleep 0.1; done

@@ -1,8 +1,9 @@
 # The Python bindings (`import airlock`): the pytest suite in bindings/python/tests against the
 # module built in $AIRLOCK_BUILD_DIR/python, with Debian's interpreter and pytest (the machine's
 # PATH may lead to another CPython that has neither). Fast unit checks run on the in-process
-# `testing` backend; the rest attack real `linux` sandboxes (root only), kept in a private state
-# directory that the suite purges and removes however it ends.
+# `testing` backend (`import airlock.testing`, an extension of its own built with the tests); the
+# rest attack real `linux` sandboxes (root only), kept in a private state directory that the
+# suite purges and removes however it ends.
 # shellcheck source=scripts/test.d/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 python=/usr/bin/python3

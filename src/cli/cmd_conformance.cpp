@@ -23,14 +23,6 @@ constexpr int kExitProbesFailed = 1;
 const std::vector<std::string> kSuites = {"files_out", "files_in",  "files_delete",
                                           "egress",    "isolation", "exec"};
 
-// What the in-process fake really serves when its exec is the emulator: the file plane, the
-// emulated shell, and no network at all (so `closed` is honest and `allowlist` is not).
-// A command line the emulator cannot run fails as in a guest without it, never "succeeds".
-const json::Json kTestingDeclarations = {
-    {"capabilities", {"exec", "files_in", "files_out", "files_list", "files_delete"}},
-    {"egress_modes", {"closed"}},
-    {"unemulated_commands", "not_found"}};
-
 struct ConformanceOptions {
   RouterFlags router;
   std::vector<std::string> suites;
@@ -277,21 +269,8 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
     throw InvalidArgument("--exec-timeout must be positive", "exec-timeout");
   }
 
-  // The testing backend is configured to declare exactly what its emulator serves, unless the
-  // operator configured it explicitly.
-  json::Json document = options.router.config("linux");
+  const json::Json document = options.router.config("linux");
   std::vector<std::string> notes;
-  for (auto& entry : document["backends"]) {
-    if (entry.value("type", "") != "testing") continue;
-    for (const auto& [field, value] : kTestingDeclarations.items()) {
-      if (!entry.contains(field)) entry[field] = value;
-    }
-    notes.push_back(
-        "the testing backend declares what its in-process emulator serves: "
-        "capabilities " +
-        entry["capabilities"].dump() + ", egress " + entry["egress_modes"].dump() +
-        "; command lines it cannot emulate: " + entry["unemulated_commands"].dump());
-  }
   // Learn the serving backend's rung with no floor, then route with the floor at that rung
   // (or at the operator's --min-isolation, which is honoured as given).
   json::Json probing = document;

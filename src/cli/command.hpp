@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <string>
 
 namespace airlock::cli {
@@ -29,5 +30,8 @@ using CommandSetup = std::function<void(CLI::App& app, Context& context)>;
 
 // Adds a subcommand definer; returns true for a namespace-scope initialiser.
 bool register_command(std::string name, CommandSetup setup);
+
+// Every subcommand definer registered, by name (for main).
+std::map<std::string, CommandSetup>& registered_commands();
 
 }  // namespace airlock::cli

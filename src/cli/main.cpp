@@ -3,28 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
-#include <map>
-#include <mutex>
 
 #include "airlock/error_table.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
 #include "cli/command.hpp"
-
-namespace airlock::cli {
-namespace {
-std::map<std::string, CommandSetup>& commands() {
-  static std::map<std::string, CommandSetup> registered;
-  return registered;
-}
-}  // namespace
-
-bool register_command(std::string name, CommandSetup setup) {
-  commands()[std::move(name)] = std::move(setup);
-  return true;
-}
-
-}  // namespace airlock::cli
 
 int main(int argc, char** argv) {
   using namespace airlock;
@@ -38,7 +21,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", context.log_level, "trace, debug, info, warn, error, off")
       ->capture_default_str();
   app.set_version_flag("--version", "airlock 0.1.0");
-  for (auto& [name, setup] : cli::commands()) setup(app, context);
+  for (auto& [name, setup] : cli::registered_commands()) setup(app, context);
 
   try {
     app.parse(argc, argv);

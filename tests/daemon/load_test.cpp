@@ -6,11 +6,13 @@
 // count back where it was, and — once the daemon has stopped — no helper process of this build.
 //
 // Not registered with CTest: scripts/test.d/50-daemon.sh runs it against the `testing` backend
-// and, when this build has it, the `linux` backend. Bounded: rounds stop being started after
+// (served by the test-only airlockd-testing, or $AIRLOCKD_TESTING) and, when this build has it,
+// the `linux` backend (served by $AIRLOCKD). Bounded: rounds stop being started after
 // AIRLOCK_LOAD_SECONDS (default 90); latencies are printed (p50/p99 per operation) and never
 // asserted — this machine is shared and noisy.
 //
-//   AIRLOCKD=build/dev/src/daemon/airlockd AIRLOCK_LOAD_BACKEND=testing daemon_load_test
+//   AIRLOCK_LOAD_BACKEND=testing daemon_load_test
+//   AIRLOCKD=build/dev/src/daemon/airlockd AIRLOCK_LOAD_BACKEND=linux daemon_load_test
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,7 +143,10 @@ class Airlockd {
           {"min_isolation", "none"}};
     }
     std::ofstream(config) << document.dump();
-    const std::string binary = env_or("AIRLOCKD", "build/dev/src/daemon/airlockd");
+    // The shipped airlockd has no testing backend: the fake is served by the test-only build.
+    const std::string binary = backend == "testing"
+                                   ? env_or("AIRLOCKD_TESTING", AIRLOCKD_TESTING_PATH)
+                                   : env_or("AIRLOCKD", "build/dev/src/daemon/airlockd");
     pid_ = fork();
     if (pid_ == 0) {
       execl(binary.c_str(), binary.c_str(), "--config", config.c_str(), "--socket", socket_.c_str(),

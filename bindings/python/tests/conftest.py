@@ -1,7 +1,9 @@
 """Fixtures: a `testing` router (in-process, fast) and a `linux` router (real sandboxes, root).
 
-The linux router keeps its sandboxes in a state directory of its own, and purges and removes it
-however the session ends, so a failed test leaves nothing behind."""
+The testing backend is not part of `import airlock`: importing `airlock.testing` by name
+registers it for the session. The linux router keeps its sandboxes in a state directory of its
+own, and purges and removes it however the session ends, so a failed test leaves nothing
+behind."""
 
 import os
 import shutil
@@ -10,6 +12,7 @@ import tempfile
 import pytest
 
 import airlock
+import airlock.testing  # noqa: F401 — registers the "testing" backend type
 
 TESTING_BACKEND = {
     "type": "testing",

@@ -22,6 +22,7 @@ std::map<std::string, Registered, std::less<>>& registry() {
   return factories;
 }
 
+// Sorted, because the registry is an ordered map.
 std::string known_types() {
   std::string names;
   for (const auto& [type, unused] : registry()) names += (names.empty() ? "" : ", ") + type;
@@ -50,9 +51,12 @@ std::shared_ptr<SandboxBackend> make_backend(std::string_view type, const json::
     std::lock_guard lock(registry_mutex());
     auto found = registry().find(type);
     if (found == registry().end()) {
-      throw InvalidArgument(std::string(where) + ".type: unknown backend type \"" +
-                                std::string(type) + "\"; known: " + known_types(),
-                            std::string(where) + ".type");
+      // A backend is here only when this program was built with it: the in-process `testing`
+      // fake, for one, is linked into test programs alone.
+      throw InvalidArgument(
+          std::string(where) + ".type: no backend named '" + std::string(type) +
+              "' is built into this airlock; the registered backends are: " + known_types(),
+          std::string(where) + ".type");
     }
     factory = found->second.factory;
   }

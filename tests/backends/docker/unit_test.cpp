@@ -19,7 +19,7 @@
 #include "backends/docker/path_stat.hpp"
 #include "backends/docker/seccomp_profile.hpp"
 #include "backends/docker/tar_io.hpp"
-#include "backends/guest_seccomp_policy.hpp"
+#include "backends/kit/guest_seccomp_policy.hpp"
 
 namespace airlock::docker {
 namespace {

@@ -9,10 +9,20 @@ import { fileURLToPath } from "node:url";
 const here = dirname(fileURLToPath(import.meta.url));
 const sourceDir = resolve(here, "../../../..");
 
+const buildDir = () => process.env.AIRLOCK_BUILD_DIR ?? join(sourceDir, "build/dev");
+
 /** The airlockd binary: $AIRLOCKD, or the dev build of this tree. */
 export function airlockdPath() {
-  const path = process.env.AIRLOCKD ?? join(process.env.AIRLOCK_BUILD_DIR ?? join(sourceDir, "build/dev"), "src/daemon/airlockd");
-  return resolve(sourceDir, path);
+  return resolve(sourceDir, process.env.AIRLOCKD ?? join(buildDir(), "src/daemon/airlockd"));
+}
+
+/**
+ * The daemon that serves `backend`. The shipped airlockd has no `testing` backend: the fake is
+ * served by the test-only airlockd-testing ($AIRLOCKD_TESTING), the daemon with it linked in.
+ */
+export function daemonFor(backend) {
+  if (backend !== "testing") return airlockdPath();
+  return resolve(sourceDir, process.env.AIRLOCKD_TESTING ?? join(buildDir(), "tests/daemon/airlockd-testing"));
 }
 
 // The router documents the tests run against. `testing` is the in-process fake (no isolation,
@@ -98,8 +108,10 @@ export async function startDaemon(backend = "testing", extraArgs = [], files = {
   const stateDir = join(dir, "state");
   const ready = join(dir, "ready.json");
   let log = "";
+  const daemon = daemonFor(backend);
+  if (!existsSync(daemon)) throw new Error(`${daemon} is not built (the daemon for the ${backend} backend)`);
   const child = spawn(
-    airlockdPath(),
+    daemon,
     ["--config", config, "--socket", socketPath, "--state-dir", stateDir, "--ready-file", ready, "--log-level", "warn", ...extraArgs],
     { stdio: ["ignore", "pipe", "pipe"] },
   );

@@ -5,7 +5,8 @@
 // real: the emulated commands work on the very nodes the file plane serves, links resolve the
 // way a guest's kernel would resolve them (a `cat` of a link reads its target *inside* the
 // emulated filesystem), `sleep` honours the caller's timeout, and the output ceiling of a
-// bounded exec is enforced.
+// bounded exec is enforced. It emulates what those suites and the tree's tests run, no more: a
+// test that needs another command or option adds it here, with a test of its own.
 //
 // The whole script is parsed before anything runs. A script that uses syntax or a command the
 // emulator does not know is not run at all (`run` returns nullopt), so the sandbox falls back to
@@ -46,15 +47,16 @@ inline std::string errno_text(int error) {
 
 namespace emulation {
 
-// One piece of a word: literal text, or a positional/special parameter ($1, $@, $#, $?, $0,
-// $$).
+// One piece of a word: literal text, or a positional or special parameter inside double quotes
+// ("$0"…"$9", "$$").
 struct WordPart {
   enum class Kind { literal, parameter };
   Kind kind = Kind::literal;
-  std::string text;  // the literal, or the parameter's name ("1", "@", "#", "?", "0", "*")
+  std::string text;  // the literal, or the parameter's name ("0"…"9", "$")
   bool quoted = false;
 };
 
+// A word expands to exactly one field: the subset has no unquoted expansion to split.
 struct Word {
   std::vector<WordPart> parts;
   // The word's text when it has no expansions; nullopt otherwise.
@@ -63,10 +65,10 @@ struct Word {
 
 struct Redirection {
   enum class Operation { write, append, read, duplicate };
-  int fd = 1;
+  int fd = 1;  // 0 for a read, 1 otherwise: explicit descriptors (`2>`) are not emulated
   Operation operation = Operation::write;
   Word target;           // write/append/read
-  int duplicate_of = 1;  // duplicate: `fd>&duplicate_of`
+  int duplicate_of = 1;  // duplicate: `>&duplicate_of`
 };
 
 struct SimpleCommand {
@@ -75,23 +77,23 @@ struct SimpleCommand {
 };
 
 struct Pipeline {
-  bool negated = false;
   std::vector<SimpleCommand> commands;
 };
 
-struct AndOrList {
+// Pipelines joined by `&&`: the first that fails ends the list.
+struct AndList {
   std::vector<Pipeline> pipelines;
-  std::vector<bool> and_then;  // between pipelines: true for &&, false for ||
 };
 
 struct Script {
-  std::vector<AndOrList> lists;
+  std::vector<AndList> lists;
 };
 
-// Parses `text` as a script of the emulated subset: words with '…', "…" and \ quoting, the
-// parameters above, `;` and newlines, `&&`, `||`, `|`, `!`, and redirections `>`, `>>`, `<`,
-// `N>`, `N>&M`. nullopt for anything else (command substitution, variables by name, globs,
-// compound commands, background jobs, here-documents, assignments).
+// Parses `text` as a script of the emulated subset: words with '…' and "…" quoting, the
+// parameters above, `;` and newlines, `&&`, `|`, and redirections `>`, `>>`, `<`, `>&M`.
+// nullopt for anything else (command substitution, parameters outside double quotes or by name,
+// backslashes, globs, comments, `||`, `!`, compound commands, background jobs, here-documents,
+// explicit descriptors, assignments).
 std::optional<Script> parse_script(std::string_view text);
 
 // `exit N` unwinds to the script that runs it.
@@ -99,11 +101,11 @@ struct ScriptExit {
   int code;
 };
 
-// Whether `name` is a command the emulator runs.
+// Whether `name` is a command the emulator runs inside a script (`sh` is not: only the exec's
+// own `sh -c SCRIPT` is).
 bool is_emulated_command(std::string_view name);
 
-// Whether every command of `script` is emulated, and every `sh -c` with a literal script
-// parses too (checked before anything runs).
+// Whether every command of `script` is emulated (checked before anything runs).
 bool script_is_emulated(const Script& script);
 
 }  // namespace emulation
@@ -117,11 +119,10 @@ class InProcessSandbox::Emulator {
   // working directory does not exist.
   std::optional<ExecResult> run(const Command& command);
 
-  // One running script: its parameters, directory, last status, and where its output goes.
+  // One running script: its parameters, directory, and where its output goes.
   struct Frame {
     std::vector<std::string> positional;  // [0] is $0
     std::string cwd;
-    int last_status = 0;
     std::function<void(std::string_view)> out;
     std::function<void(std::string_view)> err;
     std::string* shared_stdin = nullptr;  // the exec's stdin, consumed by the first reader
@@ -173,7 +174,6 @@ class InProcessSandbox::Emulator {
   int change_mode(const std::string& cwd, const std::string& path, unsigned mode);
   int list_names(const std::string& cwd, const std::string& path, bool all,
                  std::vector<std::string>& names, bool& is_directory);
-  int change_directory(const std::string& cwd, const std::string& path, std::string& next);
 
  private:
   struct Lookup {

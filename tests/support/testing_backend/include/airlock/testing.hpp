@@ -1,7 +1,13 @@
 // An in-process backend for tests: a policy fixture whose every declaration can be overridden,
 // and an in-memory sandbox that applies the same confinement rules as a real one.
 //
-// Never for production: it declares `Isolation::none` by default because it draws no boundary.
+// Never for production: it declares `Isolation::none` by default because it draws no boundary,
+// and it can be told to declare any rung. So it is not part of libairlock nor of its installed
+// headers: it is the test library `airlock::testing` (tests/support/testing_backend), built with
+// the tests. A test program links it, and then — only then — `make_backend("testing", …)` and
+// router documents know the type {"type": "testing", "isolation": …, "egress_modes": […],
+// "capabilities": […], "os_families": […], "limits": {…}, "unemulated_commands": …}. Python
+// tests get the same with `import airlock.testing`.
 //
 // The in-memory sandbox stores a filesystem (files, directories, links with targets, FIFOs,
 // hard links, owner permission bits) and answers every Sandbox method against it with the
@@ -9,23 +15,24 @@
 // guest kernel it refuses a name over 255 bytes or a path of 4096 bytes or more (ENAMETOOLONG).
 // A hard link is reported by the file plane as `other` and never read.
 //
-// `exec` runs a small POSIX shell over that same filesystem (see backends/testing/emulator.hpp)
-// — enough for the conformance suites and the shell roads to attack it for real:
-//   printf FORMAT [ARG…] (%s %b %c %d %i %u %x %X %o %%, widths, \n \t \NNN escapes) ·
-//   echo [-n] · cat [FILE…|-] · test / [ … ] (-e -f -d -L -h -s -r -w -x -p -n -z, = != -eq
-//   -ne -lt -le -gt -ge, !) · pwd · cd DIR · sleep SECONDS · ln [-sfnT] TARGET LINK ·
-//   mkdir [-p] DIR… · rm [-frR] PATH… · mv [-f] SOURCE DEST · mkfifo PATH… · chmod OCTAL PATH… ·
-//   base64 [-d] [-w N] [FILE] · wc -c|-l [FILE…] · head -c N|-n N [FILE] · ls [-A1] [DIR…] ·
-//   true · false · : · exit [N] · sh -c SCRIPT [ARG0 ARG…]
-// with '…', "…" and \ quoting, $1…$9 ${N} $@ $* $# $? $0, `;` and newlines, &&, ||, |, !, and
-// redirections > >> < N> N>&M (/dev/null and /dev/zero exist). Links resolve inside the
+// `exec` runs a small POSIX shell over that same filesystem (see emulator.hpp beside it): what
+// the conformance suites, the shell roads and the tree's tests run against it, and no more.
+// `sh -c SCRIPT [ARG0 ARG…]` (or one command as an argv) where every command is one of
+//   printf FORMAT [ARG…] (%s; \n and \NNN escapes) · echo [ARG…] · cat [FILE…|-] ·
+//   test -e|-f|-d|-L|-h|-r|-w|-x PATH · pwd · sleep SECONDS · ln [-sfn] TARGET LINK ·
+//   mkdir [-p] DIR… · rm [-frR] PATH… · mv [-f] SOURCE DEST (DEST not a directory) ·
+//   mkfifo PATH… · chmod OCTAL PATH… · base64 [-d] (stdin) · wc -c (stdin) ·
+//   head -c N /dev/zero · ls [-A] [PATH…] · true · false · : · exit N
+// with '…' and "…" quoting, "$0"…"$9" and "$$" inside double quotes, `;` and newlines, &&, |,
+// and redirections > >> < >&M (/dev/null and /dev/zero exist). Links resolve inside the
 // emulated filesystem the way a guest's kernel resolves them; the guest is an unprivileged user
 // owning every node (so `chmod 000` makes a file unreadable to it); reading a FIFO blocks until
 // the caller's timeout; `sleep` honours the timeout and raises Timeout; the output ceiling of a
-// bounded exec is enforced. A command line using anything else is not run at all: it is answered
-// from the scripted `outputs` (a marker matched as a substring of the POSIX-quoted command line),
-// or `default_stdout` with exit code 0 (or exit 127, "not found", with
-// `unemulated_not_found`) — recorded either way.
+// bounded exec is enforced. An option of these commands that is not listed fails with exit 2
+// and says it is not emulated. A command line using any other command or syntax is not run at
+// all: it is answered from the scripted `outputs` (a marker matched as a substring of the
+// POSIX-quoted command line), or `default_stdout` with exit code 0 (or exit 127, "not found",
+// with `unemulated_not_found`) — recorded either way.
 #pragma once
 
 #include <chrono>
@@ -104,7 +111,7 @@ class InProcessSandbox : public Sandbox {
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
 
-  // The command emulator (backends/testing/emulator.hpp) — internal, not part of the test API.
+  // The command emulator (emulator.hpp) — internal, not part of the test API.
   class Emulator;
 
  private:

@@ -1,5 +1,7 @@
-// The in-process backend as a configurable type, so `airlock check` and the daemon can use it as
-// a policy fixture: {"type": "testing", "isolation": "none", "egress_modes": ["closed"], …}.
+// The in-process backend as a configurable type, so that the programs linking it (the test
+// suites, airlock-testing, airlockd-testing, airlock.testing) can use it as a policy fixture:
+// {"type": "testing", "isolation": "none", "egress_modes": ["closed"], …}. Registered when the
+// program starts, as every backend is — but only a test program has it to register.
 #include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/testing.hpp"

@@ -4,12 +4,12 @@
 #include <cctype>
 #include <set>
 
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 namespace airlock::testing::emulation {
 namespace {
 
-enum class TokenKind { word, separator, and_then, or_else, pipe, bang, redirection };
+enum class TokenKind { word, separator, and_then, pipe, redirection };
 
 struct Token {
   TokenKind kind = TokenKind::word;
@@ -33,10 +33,7 @@ class Lexer {
         ++position_;
         continue;
       }
-      if (c == '#') {  // a comment runs to the end of the line
-        while (position_ < text_.size() && text_[position_] != '\n') ++position_;
-        continue;
-      }
+      if (c == '#') return false;  // a comment
       if (c == '\n' || c == ';') {
         if (c == ';' && peek(1) == ';') return false;  // `;;` belongs to case
         tokens.push_back({TokenKind::separator, {}, {}});
@@ -50,36 +47,28 @@ class Lexer {
         continue;
       }
       if (c == '|') {
-        if (peek(1) == '|') {
-          tokens.push_back({TokenKind::or_else, {}, {}});
-          position_ += 2;
-        } else {
-          tokens.push_back({TokenKind::pipe, {}, {}});
-          ++position_;
-        }
+        if (peek(1) == '|') return false;  // `||`
+        tokens.push_back({TokenKind::pipe, {}, {}});
+        ++position_;
         continue;
       }
       if (c == '(' || c == ')' || c == '`') return false;
       if (c == '<' || c == '>') {
-        if (!redirection(tokens, 0, false)) return false;
+        if (!redirection(tokens)) return false;
         continue;
       }
       if (std::isdigit(static_cast<unsigned char>(c))) {
-        // An IO number: digits immediately followed by a redirection operator.
+        // Digits right before a redirection operator name a descriptor (`2>`): not emulated,
+        // and never to be read as an argument "2" with stdout redirected.
         std::size_t end = position_;
         while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
-        if (end < text_.size() && (text_[end] == '<' || text_[end] == '>') && end - position_ < 3) {
-          const int fd = std::stoi(std::string(text_.substr(position_, end - position_)));
-          position_ = end;
-          if (!redirection(tokens, fd, true)) return false;
-          continue;
-        }
+        if (end < text_.size() && (text_[end] == '<' || text_[end] == '>')) return false;
       }
       Token token;
       if (!word(token.word)) return false;
       if (token.word.parts.size() == 1 && !token.word.parts[0].quoted &&
-          token.word.parts[0].kind == WordPart::Kind::literal && token.word.parts[0].text == "!") {
-        token.kind = TokenKind::bang;
+          token.word.parts[0].text == "!") {
+        return false;  // `!`: negation is not emulated
       }
       tokens.push_back(std::move(token));
     }
@@ -91,17 +80,17 @@ class Lexer {
     return position_ + ahead < text_.size() ? text_[position_ + ahead] : '\0';
   }
 
-  bool redirection(std::vector<Token>& tokens, int fd, bool explicit_fd) {
+  bool redirection(std::vector<Token>& tokens) {
     Token token;
     token.kind = TokenKind::redirection;
     const char c = text_[position_];
     if (c == '<') {
       if (peek(1) == '<' || peek(1) == '&' || peek(1) == '>') return false;  // heredocs et al.
-      token.redirection.fd = explicit_fd ? fd : 0;
+      token.redirection.fd = 0;
       token.redirection.operation = Redirection::Operation::read;
       ++position_;
     } else {
-      token.redirection.fd = explicit_fd ? fd : 1;
+      token.redirection.fd = 1;
       if (peek(1) == '>') {
         token.redirection.operation = Redirection::Operation::append;
         position_ += 2;
@@ -130,29 +119,13 @@ class Lexer {
     out.parts.back().text += c;
   }
 
-  // `$…` at position_ (which points at the '$'). False when outside the subset.
-  bool parameter(Word& out, bool quoted) {
+  // `$N` or `$$` inside double quotes, at position_ (which points at the '$'). False for any
+  // other parameter: `$@`, `$#`, `${…}`, `$(…)`, names.
+  bool parameter(Word& out) {
     const char next = peek(1);
-    if (std::isdigit(static_cast<unsigned char>(next)) || next == '@' || next == '*' ||
-        next == '#' || next == '?' || next == '$') {
-      out.parts.push_back({WordPart::Kind::parameter, std::string(1, next), quoted});
-      position_ += 2;
-      return true;
-    }
-    if (next == '{') {
-      std::size_t end = position_ + 2;
-      while (end < text_.size() && std::isdigit(static_cast<unsigned char>(text_[end]))) ++end;
-      if (end == position_ + 2 || end >= text_.size() || text_[end] != '}') return false;
-      out.parts.push_back({WordPart::Kind::parameter,
-                           std::string(text_.substr(position_ + 2, end - position_ - 2)), quoted});
-      position_ = end + 1;
-      return true;
-    }
-    if (next == '(' || next == '!' || next == '-' || is_name_start(next)) {
-      return false;  // command substitution, arithmetic, job pids, options, named variables
-    }
-    literal(out, '$', quoted);  // a lone '$' is literal
-    ++position_;
+    if (!std::isdigit(static_cast<unsigned char>(next)) && next != '$') return false;
+    out.parts.push_back({WordPart::Kind::parameter, std::string(1, next), true});
+    position_ += 2;
     return true;
   }
 
@@ -173,21 +146,11 @@ class Lexer {
         position_ = end + 1;
       } else if (c == '"') {
         if (!double_quoted(out)) return false;
-      } else if (c == '\\') {
-        if (position_ + 1 >= text_.size()) return false;
-        if (text_[position_ + 1] != '\n') literal(out, text_[position_ + 1], true);
-        position_ += 2;
-      } else if (c == '$') {
-        if (!parameter(out, false)) return false;
+      } else if (c == '\\' || c == '$') {
+        return false;  // backslashes and unquoted expansions
       } else {
-        // Globs, brace groups and tildes would need expansion the emulator does not do. A bare
-        // `[`, `]` or `{`/`}`-free word is fine.
-        if (c == '*' || c == '?') return false;
-        if ((c == '[' || c == ']') &&
-            !(first && (peek(1) == ' ' || peek(1) == '\t' || peek(1) == '\0' || peek(1) == '\n' ||
-                        peek(1) == ';'))) {
-          return false;
-        }
+        // Globs and tildes would need expansion the emulator does not do.
+        if (c == '*' || c == '?' || c == '[' || c == ']') return false;
         if (c == '~' && first) return false;
         literal(out, c, false);
         ++position_;
@@ -209,28 +172,15 @@ class Lexer {
         closed = true;
         break;
       }
-      if (c == '`') return false;
-      if (c == '\\') {
-        const char next = peek(1);
-        if (next == '$' || next == '`' || next == '"' || next == '\\') {
-          literal(out, next, true);
-          position_ += 2;
-        } else if (next == '\n') {
-          position_ += 2;
-        } else {
-          literal(out, '\\', true);
-          ++position_;
-        }
-        continue;
-      }
+      if (c == '`' || c == '\\') return false;
       if (c == '$') {
-        if (!parameter(out, true)) return false;
+        if (!parameter(out)) return false;
         continue;
       }
       literal(out, c, true);
       ++position_;
     }
-    // "" is an empty word, not no word — but "$@" with no parameters is no word at all.
+    // "" is an empty word, not no word.
     if (out.parts.size() == parts_before) out.parts.push_back({WordPart::Kind::literal, {}, true});
     return closed;
   }
@@ -263,8 +213,8 @@ class Parser {
     Script script;
     skip_separators();
     while (position_ < tokens_.size()) {
-      AndOrList list;
-      if (!and_or(list)) return std::nullopt;
+      AndList list;
+      if (!and_list(list)) return std::nullopt;
       script.lists.push_back(std::move(list));
       if (position_ < tokens_.size() && tokens_[position_].kind != TokenKind::separator) {
         return std::nullopt;
@@ -281,18 +231,12 @@ class Parser {
     }
   }
 
-  bool and_or(AndOrList& list) {
+  bool and_list(AndList& list) {
     Pipeline pipeline;
     if (!parse_pipeline(pipeline)) return false;
     list.pipelines.push_back(std::move(pipeline));
-    while (position_ < tokens_.size() && (tokens_[position_].kind == TokenKind::and_then ||
-                                          tokens_[position_].kind == TokenKind::or_else)) {
-      list.and_then.push_back(tokens_[position_].kind == TokenKind::and_then);
+    while (position_ < tokens_.size() && tokens_[position_].kind == TokenKind::and_then) {
       ++position_;
-      // A newline may follow && or ||.
-      while (position_ < tokens_.size() && tokens_[position_].kind == TokenKind::separator) {
-        ++position_;
-      }
       Pipeline next;
       if (!parse_pipeline(next)) return false;
       list.pipelines.push_back(std::move(next));
@@ -301,10 +245,6 @@ class Parser {
   }
 
   bool parse_pipeline(Pipeline& pipeline) {
-    if (position_ < tokens_.size() && tokens_[position_].kind == TokenKind::bang) {
-      pipeline.negated = true;
-      ++position_;
-    }
     while (true) {
       SimpleCommand command;
       if (!simple(command)) return false;
@@ -328,15 +268,11 @@ class Parser {
         }
         command.words.push_back(std::move(token.word));
         ++position_;
-      } else if (token.kind == TokenKind::bang && !command.words.empty()) {
-        command.words.push_back(std::move(token.word));  // `!` as an argument, e.g. test ! -e
-        ++position_;
       } else if (token.kind == TokenKind::redirection) {
         Redirection redirection = token.redirection;
         ++position_;
         if (redirection.operation != Redirection::Operation::duplicate) {
-          if (position_ >= tokens_.size() || (tokens_[position_].kind != TokenKind::word &&
-                                              tokens_[position_].kind != TokenKind::bang)) {
+          if (position_ >= tokens_.size() || tokens_[position_].kind != TokenKind::word) {
             return false;
           }
           redirection.target = std::move(tokens_[position_].word);
@@ -373,9 +309,8 @@ std::optional<Script> parse_script(std::string_view text) {
 
 bool is_emulated_command(std::string_view name) {
   static const std::set<std::string, std::less<>> kCommands = {
-      "printf", "echo", "cat",  "test",   "[",     "pwd",   "sleep", "ln",
-      "mkdir",  "rm",   "mv",   "true",   "false", ":",     "exit",  "sh",
-      "base64", "wc",   "head", "mkfifo", "ls",    "chmod", "cd"};
+      "printf", "echo",  "cat", "test", "pwd",    "sleep", "ln",   "mkdir",  "rm", "mv",
+      "true",   "false", ":",   "exit", "base64", "wc",    "head", "mkfifo", "ls", "chmod"};
   return kCommands.contains(name);
 }
 
@@ -385,14 +320,6 @@ bool script_is_emulated(const Script& script) {
       for (const auto& command : pipeline.commands) {
         const auto name = command.words.front().literal();
         if (!name || !is_emulated_command(*name)) return false;
-        if (*name == "sh") {
-          // Only `sh -c SCRIPT …`; a literal SCRIPT must itself be emulated.
-          if (command.words.size() < 3 || command.words[1].literal() != "-c") return false;
-          if (const auto inner = command.words[2].literal()) {
-            const auto parsed = parse_script(*inner);
-            if (!parsed || !script_is_emulated(*parsed)) return false;
-          }
-        }
       }
     }
   }

@@ -1,6 +1,6 @@
 // The emulator's interpreter (expansion, pipelines, redirections, deadlines, the output
 // ceiling) and its filesystem, which is the in-process sandbox's own node map.
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -30,77 +30,20 @@ std::string base_name(std::string_view path) {
   return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
-void split_fields(std::string_view value, std::vector<std::string>& fields, bool& open_field) {
-  std::size_t i = 0;
-  while (i < value.size()) {
-    const bool space = value[i] == ' ' || value[i] == '\t' || value[i] == '\n';
-    if (space) {
-      open_field = false;
-      ++i;
-      continue;
-    }
-    if (!open_field) {
-      fields.emplace_back();
-      open_field = true;
-    }
-    fields.back() += value[i++];
-  }
-}
-
-std::vector<std::string> expand(const Word& word, const InProcessSandbox::Emulator::Frame& frame) {
-  std::vector<std::string> fields;
-  bool open_field = false;  // whether the last field may still be appended to
-  auto append = [&](std::string_view text) {
-    if (!open_field) {
-      fields.emplace_back();
-      open_field = true;
-    }
-    fields.back() += text;
-  };
+// A word's one field: the subset has no unquoted expansion, so nothing is ever split.
+std::string expand(const Word& word, const InProcessSandbox::Emulator::Frame& frame) {
+  std::string field;
   for (const auto& part : word.parts) {
     if (part.kind == WordPart::Kind::literal) {
-      if (part.quoted || !part.text.empty()) append(part.text);
-      continue;
-    }
-    const std::string& name = part.text;
-    if (name == "@" || name == "*") {
-      const std::vector<std::string> parameters(
-          frame.positional.empty() ? frame.positional.end() : frame.positional.begin() + 1,
-          frame.positional.end());
-      if (name == "@" && part.quoted) {
-        for (std::size_t i = 0; i < parameters.size(); ++i) {
-          if (i != 0) open_field = false;
-          append(parameters[i]);
-        }
-        continue;
-      }
-      std::string joined;
-      for (std::size_t i = 0; i < parameters.size(); ++i) joined += (i ? " " : "") + parameters[i];
-      if (part.quoted) {
-        append(joined);
-      } else {
-        split_fields(joined, fields, open_field);
-      }
-      continue;
-    }
-    std::string value;
-    if (name == "#") {
-      value = std::to_string(frame.positional.empty() ? 0 : frame.positional.size() - 1);
-    } else if (name == "?") {
-      value = std::to_string(frame.last_status);
-    } else if (name == "$") {
-      value = std::to_string(frame.process_id);
+      field += part.text;
+    } else if (part.text == "$") {
+      field += std::to_string(frame.process_id);
     } else {
-      const std::size_t index = std::stoul(name);
-      if (index < frame.positional.size()) value = frame.positional[index];
-    }
-    if (part.quoted) {
-      append(value);
-    } else {
-      split_fields(value, fields, open_field);
+      const std::size_t index = static_cast<std::size_t>(part.text[0] - '0');
+      if (index < frame.positional.size()) field += frame.positional[index];
     }
   }
-  return fields;
+  return field;
 }
 
 }  // namespace
@@ -160,12 +103,14 @@ void InProcessSandbox::Emulator::block_until_deadline() {
 
 std::optional<ExecResult> InProcessSandbox::Emulator::run(const Command& command) {
   const std::vector<std::string>& arguments = command.arguments();
-  if (arguments.empty() || !emulation::is_emulated_command(arguments[0])) return std::nullopt;
+  if (arguments.empty()) return std::nullopt;
   std::optional<emulation::Script> script;
   if (arguments[0] == "sh") {
     if (arguments.size() < 3 || arguments[1] != "-c") return std::nullopt;
     script = emulation::parse_script(arguments[2]);
     if (!script || !emulation::script_is_emulated(*script)) return std::nullopt;
+  } else if (!emulation::is_emulated_command(arguments[0])) {
+    return std::nullopt;
   }
 
   const std::string cwd = normalize_guest_path(
@@ -219,10 +164,7 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
   int status = 0;
   for (const auto& list : script.lists) {
     for (std::size_t i = 0; i < list.pipelines.size(); ++i) {
-      if (i > 0) {
-        const bool and_then = list.and_then[i - 1];
-        if (and_then != (status == 0)) continue;  // && skips after failure, || after success
-      }
+      if (i > 0 && status != 0) break;  // `&&` skips the rest of the list after a failure
       const auto& pipeline = list.pipelines[i];
       std::optional<std::string> piped;
       for (std::size_t c = 0; c < pipeline.commands.size(); ++c) {
@@ -244,17 +186,9 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
         io.input = std::move(piped);
         piped.reset();
         std::vector<std::string> arguments;
-        for (const auto& word : command.words) {
-          auto fields = expand(word, frame);
-          arguments.insert(arguments.end(), fields.begin(), fields.end());
-        }
+        for (const auto& word : command.words) arguments.push_back(expand(word, frame));
         bool redirected = true;
         for (const auto& redirection : command.redirections) {
-          if (redirection.fd < 0 || redirection.fd > 2) {
-            frame.err("sh: only file descriptors 0, 1 and 2 are emulated\n");
-            redirected = false;
-            break;
-          }
           if (redirection.operation == Redirection::Operation::duplicate) {
             if (redirection.duplicate_of < 1 || redirection.duplicate_of > 2) {
               redirected = false;
@@ -263,13 +197,7 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
             destinations[redirection.fd] = destinations[redirection.duplicate_of];
             continue;
           }
-          const auto targets = expand(redirection.target, frame);
-          if (targets.size() != 1) {
-            frame.err("sh: ambiguous redirect\n");
-            redirected = false;
-            break;
-          }
-          const std::string& target = targets[0];
+          const std::string target = expand(redirection.target, frame);
           if (redirection.operation == Redirection::Operation::read) {
             std::string content;
             if (const int error = read_bytes(frame.cwd, target, content); error != 0) {
@@ -293,13 +221,7 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
           }
           destinations[redirection.fd] = {Destination::Kind::file, absolute};
         }
-        if (!redirected) {
-          status = 1;
-        } else if (arguments.empty()) {
-          status = 0;
-        } else {
-          status = run_command(arguments, io, frame);
-        }
+        status = redirected ? run_command(arguments, io, frame) : 1;
         auto route = [&](const Destination& destination, const std::string& bytes) {
           if (bytes.empty()) return;
           switch (destination.kind) {
@@ -323,8 +245,6 @@ int InProcessSandbox::Emulator::run_script(const emulation::Script& script, Fram
         route(destinations[2], io.err);
         if (!last) piped = std::move(pipe_out);
       }
-      if (pipeline.negated) status = status == 0 ? 1 : 0;
-      frame.last_status = status;
     }
   }
   return status;
@@ -595,15 +515,11 @@ int InProcessSandbox::Emulator::rename_path(const std::string& cwd, const std::s
   if (source.error != 0) return source.error;
   if (!source.kind) return ENOENT;
   if (source.path == "/") return EBUSY;
-  Lookup destination = lookup(cwd, to, true);
+  // A directory as DEST is refused by `mv` before it gets here (moving into one is not
+  // emulated); a link as DEST is replaced, never followed.
+  const Lookup destination = lookup(cwd, to, false);
   if (destination.error != 0) return destination.error;
-  if (destination.kind == EntryKind::directory) {
-    destination = lookup(destination.path, base_name(source.path), false);
-    if (destination.error != 0) return destination.error;
-  } else {
-    destination = lookup(cwd, to, false);
-    if (destination.error != 0) return destination.error;
-  }
+  if (destination.kind == EntryKind::directory) return EISDIR;
   if (destination.path == source.path) return 0;
   if (is_under(destination.path, source.path)) return EINVAL;
   if (!writable_directory(parent_of(source.path)) ||
@@ -612,14 +528,7 @@ int InProcessSandbox::Emulator::rename_path(const std::string& cwd, const std::s
   }
   const bool source_is_directory = *source.kind == EntryKind::directory;
   if (destination.kind) {
-    if (*destination.kind == EntryKind::directory) {
-      if (!source_is_directory) return EISDIR;
-      for (const auto& [path, node] : sandbox_.nodes_) {
-        if (is_under(path, destination.path)) return ENOTEMPTY;
-      }
-    } else if (source_is_directory) {
-      return ENOTDIR;
-    }
+    if (source_is_directory) return ENOTDIR;
     erase_tree(destination.path);
   }
   std::vector<std::pair<std::string, Node>> moved;
@@ -708,19 +617,6 @@ int InProcessSandbox::Emulator::list_names(const std::string& cwd, const std::st
     const std::string name = base_name(child);
     if (all || name.front() != '.') names.push_back(name);
   }
-  return 0;
-}
-
-int InProcessSandbox::Emulator::change_directory(const std::string& cwd, const std::string& path,
-                                                 std::string& next) {
-  std::lock_guard lock(sandbox_.mutex_);
-  const Lookup at = lookup(cwd, path, true);
-  if (at.error != 0) return at.error;
-  if (!at.kind) return ENOENT;
-  if (*at.kind != EntryKind::directory) return ENOTDIR;
-  if ((mode_of(at.path) & 0100) == 0) return EACCES;
-  // Logical, like sh's default `cd -L`: pwd shows the path as the caller spelled it.
-  next = normalize_guest_path(path.front() == '/' ? path : cwd + "/" + path);
   return 0;
 }
 

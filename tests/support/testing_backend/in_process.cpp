@@ -5,7 +5,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/testing.hpp"
-#include "backends/testing/emulator.hpp"
+#include "emulator.hpp"
 
 namespace airlock::testing {
 namespace {
