@@ -5,12 +5,13 @@
 # in the build tree holding links to exactly the rooms it may use. An include of any other room
 # names a file that does not exist on its path, and the build stops there.
 #
-#   airlock_rooms(<target> ROOMS <room>...)
+#   airlock_rooms(<target> [PUBLIC] ROOMS <room>...)
 #
-# <room> is a folder below src/ ("core", "backends/kit", "base"). The public headers
-# (include/airlock) come with the libraries a target links, not from here.
+# <room> is a folder below src/ ("core", "backends/kit", "base"). PUBLIC hands the same view to
+# whatever links the target (a library whose headers its users include, like base). The public
+# headers (include/airlock) come with the libraries a target links, not from here.
 function(airlock_rooms target)
-  cmake_parse_arguments(ARG "" "" "ROOMS" ${ARGN})
+  cmake_parse_arguments(ARG "PUBLIC" "" "ROOMS" ${ARGN})
   set(view ${PROJECT_BINARY_DIR}/rooms/${target})
   file(REMOVE_RECURSE ${view})
   file(MAKE_DIRECTORY ${view})
@@ -22,6 +23,10 @@ function(airlock_rooms target)
     file(MAKE_DIRECTORY ${parent})
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${room} ${view}/${room} SYMBOLIC)
   endforeach()
-  target_include_directories(${target} PRIVATE ${view})
+  if(ARG_PUBLIC)
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${view}>)
+  else()
+    target_include_directories(${target} PRIVATE ${view})
+  endif()
   set_property(TARGET ${target} PROPERTY AIRLOCK_ROOM_VIEW ${view})
 endfunction()
