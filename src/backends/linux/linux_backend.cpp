@@ -95,10 +95,10 @@ std::vector<NamespaceLimit> namespace_limits(bool privileged) {
       if (!(file >> value) || value == 0) value = fallback;
       return std::max<std::uint64_t>(1, value / 4);
     };
-    limits.push_back({"max_inotify_instances",
-                      quarter("/proc/sys/fs/inotify/max_user_instances", 128)});
-    limits.push_back({"max_inotify_watches",
-                      quarter("/proc/sys/fs/inotify/max_user_watches", 8192)});
+    limits.push_back(
+        {"max_inotify_instances", quarter("/proc/sys/fs/inotify/max_user_instances", 128)});
+    limits.push_back(
+        {"max_inotify_watches", quarter("/proc/sys/fs/inotify/max_user_watches", 8192)});
   }
   return limits;
 }
@@ -150,6 +150,25 @@ void check_host_work_dir(const std::string& work_dir) {
                             "work_dir");
     }
   }
+}
+
+// The working directory a sandbox may have: normalised, below /, outside what the sandbox
+// provides itself, and (image "host") outside the host directories shown read-only.
+void check_work_dir(const std::string& work_dir, RootKind root) {
+  if (normalize_guest_path(work_dir) != work_dir || work_dir == "/") {
+    throw InvalidArgument("work_dir '" + work_dir +
+                              "' must be a normalised absolute path below / (no '.', '..', "
+                              "doubled or trailing slashes)",
+                          "work_dir");
+  }
+  for (const char* reserved : {"/proc", "/sys", "/dev", kHostToolsGuestDir}) {
+    if (work_dir == reserved || work_dir.rfind(std::string(reserved) + "/", 0) == 0) {
+      throw InvalidArgument("work_dir '" + work_dir + "' is inside " + reserved +
+                                ", which the sandbox provides itself",
+                            "work_dir");
+    }
+  }
+  if (root == RootKind::host) check_host_work_dir(work_dir);
 }
 
 // Kernel memory one open file costs while a mapping holds it after its descriptor is closed
@@ -303,9 +322,8 @@ std::string LinuxBackend::ready_standby() {
 void LinuxBackend::standby_loop() {
   std::unique_lock lock(standby_mutex_);
   while (!standby_stopping_) {
-    standby_wakeup_.wait(lock, [&] {
-      return standby_stopping_ || (standby_wanted_ && standby_ == nullptr);
-    });
+    standby_wakeup_.wait(
+        lock, [&] { return standby_stopping_ || (standby_wanted_ && standby_ == nullptr); });
     if (standby_stopping_) break;
     lock.unlock();
     std::unique_ptr<StandbyMonitor> prepared;
@@ -338,8 +356,8 @@ void LinuxBackend::standby_loop() {
 }
 
 std::optional<CapabilitySet> LinuxBackend::capabilities() const {
-  return CapabilitySet{Capability::exec,       Capability::run_code,   Capability::files_in,
-                       Capability::files_out,  Capability::files_list, Capability::files_delete,
+  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
+                       Capability::files_out, Capability::files_list, Capability::files_delete,
                        Capability::host_tools};
 }
 
@@ -364,12 +382,14 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
   const ResourceLimits& asked = spec.resources();
   const ResourceLimits& defaults = config_->default_resources;
   // The storage bound is a tmpfs size: enforced the same way as root or not.
-  const std::optional<std::uint64_t> disk = asked.disk_bytes ? asked.disk_bytes : defaults.disk_bytes;
+  const std::optional<std::uint64_t> disk =
+      asked.disk_bytes ? asked.disk_bytes : defaults.disk_bytes;
   if (!disk) {
-    throw InvalidArgument("resources.disk_bytes: the linux backend keeps everything a guest "
-                          "writes in a bounded store, so it needs a size (the config's "
-                          "disk_bytes is null and the spec names none)",
-                          "resources.disk_bytes");
+    throw InvalidArgument(
+        "resources.disk_bytes: the linux backend keeps everything a guest "
+        "writes in a bounded store, so it needs a size (the config's "
+        "disk_bytes is null and the spec names none)",
+        "resources.disk_bytes");
   }
   if (*disk < (std::uint64_t{1} << 20)) {
     throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
@@ -396,9 +416,10 @@ ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const 
                           std::string("resources.") + leg);
   };
   if (!privileged_ && (!limits.memory_bytes || !limits.pids)) {
-    throw InvalidArgument("resources: unprivileged, every sandbox needs a memory and a pids "
-                          "limit (the config's memory_bytes and pids may not be null)",
-                          "resources");
+    throw InvalidArgument(
+        "resources: unprivileged, every sandbox needs a memory and a pids "
+        "limit (the config's memory_bytes and pids may not be null)",
+        "resources");
   }
   if (limits.memory_bytes && !layout_.can_limit_memory()) refuse("memory_bytes", "memory");
   if (limits.pids && !layout_.can_limit_pids()) refuse("pids", "pids");
@@ -444,8 +465,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   base::UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
     // A record without a control secret predates it: its sandbox is replaced, never adopted.
-    if (record->state == "running" && !record->control_secret.empty() &&
-        init_is_alive(*record)) {
+    if (record->state == "running" && !record->control_secret.empty() && init_is_alive(*record)) {
       auto adopted = adopt(*record, key);
       if (adopted && adopted->channel().ping()) {
         if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, *record);
@@ -475,13 +495,64 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   return created;
 }
 
-std::shared_ptr<LinuxSandbox> LinuxBackend::adopt(const RecordFile& record,
-                                                  const SandboxKey& key) {
+std::shared_ptr<LinuxSandbox> LinuxBackend::adopt(const RecordFile& record, const SandboxKey& key) {
   base::UniqueFd pidfd = open_verified_init(record);
   if (!pidfd) return nullptr;
   return std::make_shared<LinuxSandbox>(config_, record, key,
                                         store_.sandbox_dir(record.id) / "control.sock",
                                         std::move(pidfd), init_path());
+}
+
+// What the init is told: the sandbox's root, storage, ids, cgroups, limits and filter.
+SpawnConfig LinuxBackend::spawn_config(const RecordFile& record, const std::string& secret,
+                                       const SandboxSpec& spec, const ResourceLimits& resources,
+                                       const ResolvedImage& image, const InstanceCgroups& cgroups) {
+  const std::filesystem::path directory = store_.sandbox_dir(record.id);
+  const std::string& work_dir = spec.work_dir();
+  const std::uint32_t guest_root = record.uid_base;
+  SpawnConfig config;
+  config.instance_id = record.instance_id;
+  config.control_secret = secret;
+  config.sandbox_dir = directory.string();
+  config.root_kind = image.kind;
+  config.guest_work_dir = work_dir;
+  config.storage_bytes = *resources.disk_bytes;
+  config.storage_inodes = storage_inodes(*resources.disk_bytes);
+  config.max_ptys = config_->max_ptys;
+  if (image.kind == RootKind::host) {
+    config.hidden_paths.push_back(store_.base().parent_path().string());
+  } else {
+    config.lower_dir = image.rootfs.string();
+    // Image content is owned by uid_base+k (the store's ownership map, and how a rootfs
+    // directory for guests is made): shown to this sandbox as its own ids.
+    if (privileged_) config.image_uid_base = config_->uid_base;
+  }
+  if (spec.egress() == Egress::allowlist) config.flags |= kEgressBridge;
+  if (privileged_) {
+    config.flags |= kMapFullRange | kHasIdSlot;
+    config.uid_base = guest_root;
+    config.gid_base = guest_root;
+    config.id_count = kIdsPerSandbox;
+  } else if (subordinate_) {
+    config.flags |= kSubordinateIds;
+    config.uid_base = subordinate_->uid_start;
+    config.gid_base = subordinate_->gid_start;
+    config.id_count = kIdsPerSandbox;
+    config.uid_mapper = subordinate_->uid_mapper;
+    config.gid_mapper = subordinate_->gid_mapper;
+  } else {
+    config.uid_base = static_cast<std::uint32_t>(::geteuid());
+    config.gid_base = static_cast<std::uint32_t>(::getegid());
+    config.id_count = 1;
+  }
+  config.cgroup_procs = cgroups.procs_files;
+  config.command_cgroup = cgroups.command_parent;
+  config.namespace_limits = namespace_limits(privileged_);
+  config.max_commands = config_->max_concurrent_commands;
+  config.seccomp_filter = seccomp_filter();
+  config.resource_limits = guest_resource_limits();
+
+  return config;
 }
 
 std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const SandboxKey& key,
@@ -490,29 +561,15 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
                                                    ResolvedImage image) {
   const std::filesystem::path directory = store_.sandbox_dir(id);
   const std::string& work_dir = spec.work_dir();
-  if (normalize_guest_path(work_dir) != work_dir || work_dir == "/") {
-    throw InvalidArgument("work_dir '" + work_dir +
-                              "' must be a normalised absolute path below / (no '.', '..', "
-                              "doubled or trailing slashes)",
-                          "work_dir");
-  }
-  for (const char* reserved : {"/proc", "/sys", "/dev", kHostToolsGuestDir}) {
-    if (work_dir == reserved || work_dir.rfind(std::string(reserved) + "/", 0) == 0) {
-      throw InvalidArgument("work_dir '" + work_dir + "' is inside " + reserved +
-                                ", which the sandbox provides itself",
-                            "work_dir");
-    }
-  }
-  if (image.kind == RootKind::host) check_host_work_dir(work_dir);
-  const std::string& filter = seccomp_filter();
+  check_work_dir(work_dir, image.kind);
+  (void)seccomp_filter();  // built (and checked) before anything exists
   const std::filesystem::path& helper = init_path();
   // Every range of ids is a sandbox's own (id_slots.hpp), claimed before anything exists and
   // held by the init from its start; released by the kernel whenever this attempt fails.
   std::optional<IdSlot> slot;
   if (privileged_) {
-    std::call_once(id_slots_once_, [this] {
-      id_slots_ = open_id_slot_directory(default_id_slot_directory());
-    });
+    std::call_once(id_slots_once_,
+                   [this] { id_slots_ = open_id_slot_directory(default_id_slot_directory()); });
     slot = claim_id_slot(id_slots_.get(), default_id_slot_directory(), config_->uid_base);
   }
   const std::uint32_t guest_root =
@@ -544,8 +601,8 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   record.control_secret = to_hex(secret);
   InstanceCgroups cgroups;
   if (cgroups_) {
-    cgroups = plan_instance_cgroups(layout_, record.instance_id, resources,
-                                    config_->per_command_cgroups);
+    cgroups =
+        plan_instance_cgroups(layout_, record.instance_id, resources, config_->per_command_cgroups);
   }
   std::unique_ptr<StandbyMonitor> standby = take_standby(cgroups);
   if (standby) {
@@ -567,52 +624,10 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     }
     if (privileged_) delegate_instance_cgroups(cgroups, guest_root);
 
-    SpawnConfig config;
-    config.instance_id = record.instance_id;
-    config.control_secret = secret;
-    config.sandbox_dir = directory.string();
     make_directory(directory / "root", 0755);
     make_directory(directory / "storage", 0700);
-    config.root_kind = image.kind;
-    config.guest_work_dir = work_dir;
-    config.storage_bytes = *resources.disk_bytes;
-    config.storage_inodes = storage_inodes(*resources.disk_bytes);
-    config.max_ptys = config_->max_ptys;
-    if (image.kind == RootKind::host) {
-      config.hidden_paths.push_back(store_.base().parent_path().string());
-    } else {
-      config.lower_dir = image.rootfs.string();
-      // Image content is owned by uid_base+k (the store's ownership map, and how a rootfs
-      // directory for guests is made): shown to this sandbox as its own ids.
-      if (privileged_) config.image_uid_base = config_->uid_base;
-    }
-    if (spec.egress() == Egress::allowlist) {
-      config.flags |= kEgressBridge;
-      make_directory(directory / "egress", 0711);
-    }
-    if (privileged_) {
-      config.flags |= kMapFullRange | kHasIdSlot;
-      config.uid_base = guest_root;
-      config.gid_base = guest_root;
-      config.id_count = kIdsPerSandbox;
-    } else if (subordinate_) {
-      config.flags |= kSubordinateIds;
-      config.uid_base = subordinate_->uid_start;
-      config.gid_base = subordinate_->gid_start;
-      config.id_count = kIdsPerSandbox;
-      config.uid_mapper = subordinate_->uid_mapper;
-      config.gid_mapper = subordinate_->gid_mapper;
-    } else {
-      config.uid_base = static_cast<std::uint32_t>(::geteuid());
-      config.gid_base = static_cast<std::uint32_t>(::getegid());
-      config.id_count = 1;
-    }
-    config.cgroup_procs = cgroups.procs_files;
-    config.command_cgroup = cgroups.command_parent;
-    config.namespace_limits = namespace_limits(privileged_);
-    config.max_commands = config_->max_concurrent_commands;
-    config.seccomp_filter = filter;
-    config.resource_limits = guest_resource_limits();
+    if (spec.egress() == Egress::allowlist) make_directory(directory / "egress", 0711);
+    SpawnConfig config = spawn_config(record, secret, spec, resources, image, cgroups);
 
     base::UniqueFd listener = listen_control_socket(directory / "control.sock");
     InitDescriptors descriptors;
@@ -663,7 +678,9 @@ void LinuxBackend::destroy_locked(const std::string& id,
         // SIGKILL to a pid namespace's init ends every process in it; its exit is reported once
         // they are all gone.
         sys::pidfd_send_signal(init.get(), SIGKILL);
-        struct pollfd exited {init.get(), POLLIN, 0};
+        struct pollfd exited {
+          init.get(), POLLIN, 0
+        };
         ::poll(&exited, 1, static_cast<int>(std::chrono::milliseconds(kKillPatience).count()));
       }
       if (!record->cgroups.empty()) destroy_cgroups(record->cgroups, kKillPatience);
@@ -698,7 +715,9 @@ void LinuxBackend::listen_for_egress(const std::string& id, const SandboxSpec& s
                  record.instance_id, socket);
 }
 
-void LinuxBackend::stop_egress(const std::string& id) noexcept { egress_.stop(id); }
+void LinuxBackend::stop_egress(const std::string& id) noexcept {
+  egress_.stop(id);
+}
 
 bool LinuxBackend::destroy_identity(
     const std::string& id, const std::function<bool(const RecordFile&)>& matches) noexcept {
@@ -740,9 +759,8 @@ int LinuxBackend::destroy_matching(Match match) noexcept {
 void LinuxBackend::dispose(const SandboxKey& key) noexcept {
   backend_kit::contained("linux", "dispose", [&] {
     const auto wanted = backend_kit::key_labels(key);
-    destroy_matching([&](const RecordFile& record) {
-      return backend_kit::labels_match(record.labels, wanted);
-    });
+    destroy_matching(
+        [&](const RecordFile& record) { return backend_kit::labels_match(record.labels, wanted); });
   });
 }
 
@@ -767,9 +785,8 @@ int LinuxBackend::dispose_scope(std::string_view scope,
                                 std::optional<std::string_view> thread_id) noexcept {
   return backend_kit::contained("linux", "dispose_scope", 0, [&] {
     const auto wanted = backend_kit::scope_labels(scope, thread_id);
-    return destroy_matching([&](const RecordFile& record) {
-      return backend_kit::labels_match(record.labels, wanted);
-    });
+    return destroy_matching(
+        [&](const RecordFile& record) { return backend_kit::labels_match(record.labels, wanted); });
   });
 }
 
@@ -790,8 +807,8 @@ std::vector<SandboxRecord> LinuxBackend::list_sandboxes() {
     entry.labels = record->labels;
     entry.egress_posture = record->egress_posture;
     entry.state = init_is_alive(*record) ? record->state : std::string("dead");
-    entry.created_at = std::chrono::system_clock::time_point(
-        std::chrono::milliseconds(record->created_at_ms));
+    entry.created_at =
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(record->created_at_ms));
     out.push_back(std::move(entry));
   }
   return out;
@@ -833,6 +850,8 @@ std::shared_ptr<SandboxBackend> make_linux_backend(LinuxBackendConfig config) {
   return linux_backend::make_backend_instance(std::move(config));
 }
 
-std::filesystem::path default_linux_state_dir() { return default_state_dir(); }
+std::filesystem::path default_linux_state_dir() {
+  return default_state_dir();
+}
 
 }  // namespace airlock

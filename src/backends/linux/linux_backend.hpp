@@ -29,8 +29,9 @@ struct SubordinateIds {
   std::string uid_mapper;
   std::string gid_mapper;
 };
-std::optional<SubordinateIds> find_subordinate_ids(const std::filesystem::path& subuid = "/etc/subuid",
-                                                   const std::filesystem::path& subgid = "/etc/subgid");
+std::optional<SubordinateIds> find_subordinate_ids(
+    const std::filesystem::path& subuid = "/etc/subuid",
+    const std::filesystem::path& subgid = "/etc/subgid");
 
 // Refuses (InvalidArgument naming resources.memory_bytes and the sysctl to raise) a memory limit
 // under which one sandbox could keep more than half of the host's file table (`file_max`) open.
@@ -69,6 +70,9 @@ class LinuxBackend final : public SandboxBackend {
   std::shared_ptr<LinuxSandbox> create(const std::string& id, const SandboxKey& key,
                                        const SandboxSpec& spec, const ResourceLimits& resources,
                                        ResolvedImage image);
+  SpawnConfig spawn_config(const RecordFile& record, const std::string& secret,
+                           const SandboxSpec& spec, const ResourceLimits& resources,
+                           const ResolvedImage& image, const InstanceCgroups& cgroups);
   std::shared_ptr<LinuxSandbox> adopt(const RecordFile& record, const SandboxKey& key);
   ResourceLimits effective_resources(const SandboxSpec& spec) const;
   std::shared_ptr<std::mutex> identity_mutex(const std::string& id);
@@ -92,7 +96,7 @@ class LinuxBackend final : public SandboxBackend {
   std::shared_ptr<const LinuxBackendConfig> config_;
   StateStore store_;
   bool privileged_;
-  bool cgroups_ = false;  // root, or cgroups delegated to this user
+  bool cgroups_ = false;                       // root, or cgroups delegated to this user
   std::optional<SubordinateIds> subordinate_;  // unprivileged, and the host grants them
   CgroupLayout layout_;
   std::once_flag seccomp_once_;
