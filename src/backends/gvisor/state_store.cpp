@@ -14,6 +14,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
 #include "airlock/state_dir.hpp"
+#include "backends/kit/identity_lock.hpp"
 #include "base/syscall_error.hpp"
 
 namespace airlock::gvisor_backend {
@@ -97,19 +98,7 @@ void StateStore::ensure_layout(std::uint32_t uid_base) const {
 }
 
 base::UniqueFd StateStore::lock(const std::string& id) const {
-  const auto path = base_ / "locks" / (id + ".lock");
-  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd) {
-    throw BackendError("the gvisor backend could not lock a sandbox",
-                       base::errno_error("open", path.string()));
-  }
-  while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      throw BackendError("the gvisor backend could not lock a sandbox",
-                         base::errno_error("flock", path.string()));
-    }
-  }
-  return fd;
+  return backend_kit::lock_identity(base_ / "locks", id, "gvisor");
 }
 
 std::optional<Record> StateStore::read(const std::string& id) const {

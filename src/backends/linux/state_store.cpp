@@ -13,6 +13,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/json.hpp"
 #include "airlock/state_dir.hpp"
+#include "backends/kit/identity_lock.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "base/syscall_error.hpp"
 
@@ -58,19 +59,7 @@ void StateStore::ensure_layout() const {
 }
 
 base::UniqueFd StateStore::lock(const std::string& id) const {
-  const std::filesystem::path path = base_ / "locks" / (id + ".lock");
-  base::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd) {
-    throw BackendError("the linux backend could not lock a sandbox's state",
-                       base::errno_error("open", path.string()));
-  }
-  while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      throw BackendError("the linux backend could not lock a sandbox's state",
-                         base::errno_error("flock", path.string()));
-    }
-  }
-  return fd;
+  return backend_kit::lock_identity(base_ / "locks", id, "linux");
 }
 
 std::optional<RecordFile> StateStore::read(const std::string& id) const {
