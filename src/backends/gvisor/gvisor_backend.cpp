@@ -198,13 +198,6 @@ std::string GvisorBackend::container_id(const SandboxKey& key, std::string_view 
   return "airlock-" + state_tag_ + "-" + sandbox_identity(key, kind, posture, 24);
 }
 
-std::shared_ptr<GvisorBackend::Identity> GvisorBackend::identity(const std::string& id) {
-  std::lock_guard lock(registry_mutex_);
-  auto& slot = identities_[id];
-  if (!slot) slot = std::make_shared<Identity>();
-  return slot;
-}
-
 std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
   if (spec.egress() == Egress::unrestricted) {
     throw EgressNotEnforced(
@@ -214,22 +207,23 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   }
   storage_bytes(spec);  // refused before anything is made
   const std::string id = container_id(key, spec.kind(), spec.egress_posture());
-  const auto held = identity(id);
-  std::lock_guard in_process(held->mutex);
+  const auto held = live_.mutex_for(id);
+  std::lock_guard in_process(*held);
   const base::UniqueFd across_processes = store_.lock(id);
 
   const auto record = store_.read(id);
   if (record && record->state == "running") {
     const auto running = runsc_->state(id);
     if (running && running->status == "running") {
-      std::lock_guard lock(registry_mutex_);
-      if (auto cached = live_[id].lock(); cached && cached->instance_id() == record->instance_id) {
+      if (auto cached = live_.find(id, [&](GvisorSandbox& sandbox) {
+            return sandbox.instance_id() == record->instance_id;
+          })) {
         return cached;
       }
       // The proxy lives in the acquiring process: an adopter serves the sandbox's egress.
       if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, record->instance_id);
       auto adopted = adopt(*record, key);
-      live_[id] = adopted;
+      live_.remember(id, adopted);
       return adopted;
     }
     spdlog::info("gvisor: sandbox {} is no longer running ({}); replacing it", id,
@@ -237,8 +231,7 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   }
   if (record || runsc_->state(id) || !leftover_cgroups(id).empty()) teardown_locked(id);
   auto created = create(id, key, spec);
-  std::lock_guard lock(registry_mutex_);
-  live_[id] = created;
+  live_.remember(id, created);
   return created;
 }
 
@@ -390,8 +383,8 @@ void GvisorBackend::stop_egress(const std::string& id) noexcept { egress_.stop(i
 
 bool GvisorBackend::teardown(const std::string& id) noexcept {
   try {
-    const auto held = identity(id);
-    std::lock_guard in_process(held->mutex);
+    const auto held = live_.mutex_for(id);
+    std::lock_guard in_process(*held);
     const base::UniqueFd across_processes = store_.lock(id);
     return teardown_locked(id);
   } catch (const std::exception& error) {
@@ -410,10 +403,7 @@ bool GvisorBackend::teardown_locked(const std::string& id) noexcept {
     for (const auto& what : remaining) spdlog::warn("gvisor: {} left behind by {}", what, id);
     stop_egress(id);
     store_.remove(id);
-    {
-      std::lock_guard lock(registry_mutex_);
-      live_.erase(id);
-    }
+    live_.forget(id);
     return remaining.empty() && !runsc_->state(id);
   } catch (const std::exception& error) {
     spdlog::warn("gvisor: could not dispose of {}: {}", id, error_detail(error));

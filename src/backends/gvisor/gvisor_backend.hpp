@@ -10,6 +10,7 @@
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/images.hpp"
 #include "backends/kit/egress_listeners.hpp"
+#include "backends/kit/identity_cache.hpp"
 #include "backends/gvisor/gvisor_sandbox.hpp"
 #include "backends/gvisor/runsc.hpp"
 #include "backends/gvisor/state_store.hpp"
@@ -40,10 +41,6 @@ class GvisorBackend final : public SandboxBackend {
   const StateStore& state() const noexcept { return store_; }
 
  private:
-  struct Identity {
-    std::mutex mutex;
-  };
-  std::shared_ptr<Identity> identity(const std::string& id);
   std::string container_id(const SandboxKey& key, std::string_view kind,
                            std::string_view posture) const;
   std::shared_ptr<GvisorSandbox> create(const std::string& id, const SandboxKey& key,
@@ -73,9 +70,7 @@ class GvisorBackend final : public SandboxBackend {
   // One proxy per backend, started by the first allowlisted acquire.
   backend_kit::EgressListeners egress_;
 
-  std::mutex registry_mutex_;
-  std::map<std::string, std::shared_ptr<Identity>> identities_;
-  std::map<std::string, std::weak_ptr<GvisorSandbox>> live_;
+  backend_kit::IdentityCache<GvisorSandbox> live_;
 };
 
 }  // namespace airlock::gvisor_backend

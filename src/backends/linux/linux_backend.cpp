@@ -372,10 +372,7 @@ const std::filesystem::path& LinuxBackend::init_path() {
 }
 
 std::shared_ptr<std::mutex> LinuxBackend::identity_mutex(const std::string& id) {
-  std::lock_guard lock(cache_mutex_);
-  auto& slot = identity_mutexes_[id];
-  if (!slot) slot = std::make_shared<std::mutex>();
-  return slot;
+  return cache_.mutex_for(id);
 }
 
 ResourceLimits LinuxBackend::effective_resources(const SandboxSpec& spec) const {
@@ -453,9 +450,8 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
 
   auto mutex = identity_mutex(id);
   std::lock_guard in_process(*mutex);
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (auto cached = cache_[id].lock(); cached && cached->is_live()) return cached;
+  if (auto cached = cache_.find(id, [](LinuxSandbox& held) { return held.is_live(); })) {
+    return cached;
   }
   store_.ensure_layout();
   // Standbys of processes that died without disposing of them (and so never will): their
@@ -469,8 +465,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
       auto adopted = adopt(*record, key);
       if (adopted && adopted->channel().ping()) {
         if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, *record);
-        std::lock_guard lock(cache_mutex_);
-        cache_[id] = adopted;
+        cache_.remember(id, adopted);
         return adopted;
       }
     }
@@ -490,8 +485,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
       throw;
     }
   }
-  std::lock_guard lock(cache_mutex_);
-  cache_[id] = created;
+  cache_.remember(id, created);
   return created;
 }
 
@@ -665,14 +659,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
 void LinuxBackend::destroy_locked(const std::string& id,
                                   const std::optional<RecordFile>& record) noexcept {
   try {
-    {
-      std::lock_guard lock(cache_mutex_);
-      auto found = cache_.find(id);
-      if (found != cache_.end()) {
-        if (auto live = found->second.lock()) live->mark_disposed();
-        cache_.erase(found);
-      }
-    }
+    if (auto live = cache_.forget(id)) live->mark_disposed();
     if (record) {
       if (base::UniqueFd init = open_verified_init(*record)) {
         // SIGKILL to a pid namespace's init ends every process in it; its exit is reported once

@@ -12,6 +12,7 @@
 
 #include "airlock/backends/linux.hpp"
 #include "backends/kit/egress_listeners.hpp"
+#include "backends/kit/identity_cache.hpp"
 #include "backends/linux/cgroups.hpp"
 #include "backends/linux/image_source.hpp"
 #include "backends/linux/linux_sandbox.hpp"
@@ -106,9 +107,7 @@ class LinuxBackend final : public SandboxBackend {
   std::once_flag id_slots_once_;
   base::UniqueFd id_slots_;  // /run/airlock/id-slots, opened once
   std::filesystem::path init_path_;
-  std::mutex cache_mutex_;
-  std::map<std::string, std::weak_ptr<LinuxSandbox>> cache_;
-  std::map<std::string, std::shared_ptr<std::mutex>> identity_mutexes_;
+  backend_kit::IdentityCache<LinuxSandbox> cache_;
 
   std::mutex standby_mutex_;
   std::condition_variable standby_wakeup_;
