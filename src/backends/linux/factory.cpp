@@ -6,95 +6,61 @@
 
 namespace airlock {
 
+namespace {
+
+using Linux = LinuxBackendConfig;
+namespace fields = config_fields;
+
+// Every key of {"type": "linux", …}, in the order the refusal of an unknown one lists them.
+const fields::Field<Linux> kLinuxFields[] = {
+    {"state_dir", [](const json::Json& v, const std::string& p,
+                     Linux& c) { c.state_dir = fields::absolute_path(v, p); }},
+    {"default_image", [](const json::Json& v, const std::string& p,
+                         Linux& c) { c.default_image = fields::text(v, p); }},
+    {"image_store", [](const json::Json& v, const std::string& p,
+                       Linux& c) { c.image_store = fields::absolute_path(v, p); }},
+    {"uid_base", fields::read_uid_base<Linux>},
+    {"memory_bytes", fields::read_memory_bytes<Linux>},
+    {"pids", fields::read_pids<Linux>},
+    {"cpu_millis", fields::read_cpu_millis<Linux>},
+    {"disk_bytes", fields::read_disk_bytes<Linux>},
+    {"max_ptys",
+     [](const json::Json& v, const std::string& p, Linux& c) {
+       const std::uint64_t ptys = fields::count(v, p);
+       if (ptys == 0 || ptys > 4096) throw InvalidArgument(p + ": 1 to 4096", p);
+       c.max_ptys = static_cast<std::uint32_t>(ptys);
+     }},
+    {"delegated_cgroups",
+     [](const json::Json& v, const std::string& p, Linux& c) {
+       if (!v.is_array()) throw InvalidArgument(p + ": expected an array of paths", p);
+       for (std::size_t i = 0; i < v.size(); ++i) {
+         c.delegated_cgroups.push_back(
+             fields::absolute_path(v[i], p + "[" + std::to_string(i) + "]").string());
+       }
+     }},
+    {"subordinate_ids", [](const json::Json& v, const std::string& p,
+                           Linux& c) { c.subordinate_ids = fields::flag(v, p); }},
+    {"max_concurrent_commands", fields::read_max_concurrent_commands<Linux>},
+    {"init_path",
+     [](const json::Json& v, const std::string& p, Linux& c) { c.init_path = fields::text(v, p); }},
+    {"output_ceiling_bytes", fields::read_output_ceiling<Linux>},
+    {"start_timeout_ms",
+     [](const json::Json& v, const std::string& p, Linux& c) {
+       c.start_timeout = std::chrono::milliseconds(fields::count(v, p));
+     }},
+    {"per_command_cgroups", [](const json::Json& v, const std::string& p,
+                               Linux& c) { c.per_command_cgroups = fields::flag(v, p); }},
+    {"standby",
+     [](const json::Json& v, const std::string& p, Linux& c) { c.standby = fields::flag(v, p); }},
+    {"limits", fields::read_limits<Linux>},
+    {"egress_ports", fields::read_egress_ports<Linux>},
+    {"egress_allow_nonglobal_for_tests", fields::read_egress_nonglobal<Linux>},
+};
+
+}  // namespace
+
 LinuxBackendConfig parse_linux_backend_config(const json::Json& config, std::string_view where) {
-  if (!config.is_object()) {
-    throw InvalidArgument(std::string(where) + ": expected an object", std::string(where));
-  }
-  LinuxBackendConfig parsed;
-  for (const auto& [field, value] : config.items()) {
-    const std::string path = std::string(where) + "." + field;
-    if (field == "state_dir") {
-      parsed.state_dir = config_fields::absolute_path(value, path);
-    } else if (field == "default_image") {
-      parsed.default_image = config_fields::text(value, path);
-    } else if (field == "image_store") {
-      parsed.image_store = config_fields::absolute_path(value, path);
-    } else if (field == "uid_base") {
-      const std::uint64_t base = config_fields::count(value, path);
-      if (base == 0 || base > 0xFFFFFFFEull - 65535) {
-        throw InvalidArgument(path + ": must be above 0 and leave room for 65536 ids", path);
-      }
-      parsed.uid_base = static_cast<std::uint32_t>(base);
-    } else if (field == "memory_bytes") {
-      parsed.default_resources.memory_bytes = config_fields::optional_count(value, path);
-    } else if (field == "pids") {
-      parsed.default_resources.pids = config_fields::optional_count(value, path);
-    } else if (field == "cpu_millis") {
-      parsed.default_resources.cpu_millis = config_fields::optional_count(value, path);
-    } else if (field == "disk_bytes") {
-      parsed.default_resources.disk_bytes = config_fields::count(value, path);
-    } else if (field == "delegated_cgroups") {
-      if (!value.is_array()) throw InvalidArgument(path + ": expected an array of paths", path);
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        parsed.delegated_cgroups.push_back(
-            config_fields::absolute_path(value[i], path + "[" + std::to_string(i) + "]").string());
-      }
-    } else if (field == "max_ptys") {
-      const std::uint64_t ptys = config_fields::count(value, path);
-      if (ptys == 0 || ptys > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
-      parsed.max_ptys = static_cast<std::uint32_t>(ptys);
-    } else if (field == "max_concurrent_commands") {
-      const std::uint64_t slots = config_fields::count(value, path);
-      if (slots == 0 || slots > 4096) throw InvalidArgument(path + ": 1 to 4096", path);
-      parsed.max_concurrent_commands = static_cast<std::uint32_t>(slots);
-    } else if (field == "init_path") {
-      parsed.init_path = config_fields::text(value, path);
-    } else if (field == "output_ceiling_bytes") {
-      parsed.output_ceiling_bytes = config_fields::count(value, path);
-      if (parsed.output_ceiling_bytes == 0)
-        throw InvalidArgument(path + ": must be positive", path);
-    } else if (field == "start_timeout_ms") {
-      parsed.start_timeout = std::chrono::milliseconds(config_fields::count(value, path));
-    } else if (field == "per_command_cgroups") {
-      if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
-      parsed.per_command_cgroups = value.get<bool>();
-    } else if (field == "subordinate_ids") {
-      if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
-      parsed.subordinate_ids = value.get<bool>();
-    } else if (field == "standby") {
-      if (!value.is_boolean()) throw InvalidArgument(path + ": expected true or false", path);
-      parsed.standby = value.get<bool>();
-    } else if (field == "limits") {
-      if (!value.is_object()) throw InvalidArgument(path + ": expected an object", path);
-      for (const auto& [direction, caps] : value.items()) {
-        if (direction == "files_in") {
-          parsed.limits.files_in = json::parse_transfer_limits(caps, path + ".files_in");
-        } else if (direction == "files_out") {
-          parsed.limits.files_out = json::parse_transfer_limits(caps, path + ".files_out");
-        } else {
-          throw InvalidArgument(path + "." + direction +
-                                    ": unknown field (known: files_in, "
-                                    "files_out)",
-                                path + "." + direction);
-        }
-      }
-    } else if (config_fields::read_egress_field(field, value, path, parsed.egress_policy)) {
-      // egress_ports or egress_allow_nonglobal_for_tests, now in parsed.egress_policy
-    } else {
-      throw InvalidArgument(path +
-                                ": unknown field (known: state_dir, default_image, image_store, "
-                                "uid_base, "
-                                "memory_bytes, pids, cpu_millis, disk_bytes, max_ptys, "
-                                "delegated_cgroups, subordinate_ids, "
-                                "max_concurrent_commands, "
-                                "init_path, output_ceiling_bytes, start_timeout_ms, "
-                                "per_command_cgroups, standby, limits, egress_ports, "
-                                "egress_allow_nonglobal_for_tests)",
-                            path);
-    }
-  }
-  config_fields::check_egress_policy(parsed.egress_policy, where);
-  return parsed;
+  return fields::parse_fields(config, where, kLinuxFields);
 }
 
 namespace {
