@@ -28,29 +28,13 @@
 #include <vector>
 
 #include "airlock/egress.hpp"
+#include "base/unique_fd.hpp"
 #include "bench.hpp"
 
 namespace airlock::bench {
 namespace {
 
 constexpr std::size_t kMessage = 64;
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    std::swap(fd_, other.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 [[noreturn]] void fail(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
@@ -119,10 +103,10 @@ class BenchServer {
       const int on = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
       std::lock_guard lock(mutex_);
-      workers_.emplace_back([this, fd] { serve(Fd(fd)); });
+      workers_.emplace_back([this, fd] { serve(base::UniqueFd(fd)); });
     }
   }
-  void serve(Fd fd) {
+  void serve(base::UniqueFd fd) {
     std::vector<char> buffer(256 * 1024);
     for (;;) {
       const ssize_t n = ::recv(fd.get(), buffer.data(), buffer.size(), 0);
@@ -133,7 +117,7 @@ class BenchServer {
   }
 
   Mode mode_;
-  Fd listener_;
+  base::UniqueFd listener_;
   std::uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;
@@ -141,8 +125,8 @@ class BenchServer {
   std::thread acceptor_;
 };
 
-Fd connect_tcp(std::uint16_t port) {
-  Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
+base::UniqueFd connect_tcp(std::uint16_t port) {
+  base::UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(port);
@@ -156,8 +140,8 @@ Fd connect_tcp(std::uint16_t port) {
 }
 
 // The sandbox's road: the unix socket, a CONNECT, the proxy's 200.
-Fd open_tunnel(const std::string& socket, const std::string& target) {
-  Fd fd(::socket(AF_UNIX, SOCK_STREAM, 0));
+base::UniqueFd open_tunnel(const std::string& socket, const std::string& target) {
+  base::UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM, 0));
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, socket.c_str(), sizeof address.sun_path - 1);
@@ -215,17 +199,17 @@ void run_egress_bench(BenchRun& run) {
   const int n = run.iterations(1000);
 
   const Stats direct = run.time("direct loopback connect + 64 B round trip", n, [&] {
-    const Fd fd = connect_tcp(echo.port());
+    const base::UniqueFd fd = connect_tcp(echo.port());
     round_trip(fd.get());
   });
   const Stats tunnel_literal =
       run.time("egress tunnel (IP literal) connect + 64 B round trip", n, [&] {
-        const Fd fd = open_tunnel(socket, literal);
+        const base::UniqueFd fd = open_tunnel(socket, literal);
         round_trip(fd.get());
       });
   const Stats tunnel_name =
       run.time("egress tunnel (localhost, resolved) connect + round trip", n, [&] {
-        const Fd fd = open_tunnel(socket, name);
+        const base::UniqueFd fd = open_tunnel(socket, name);
         round_trip(fd.get());
       });
   run.ratio("egress tunnel connect+RTT / direct connect+RTT (IP literal)", tunnel_literal, direct,
@@ -239,8 +223,8 @@ void run_egress_bench(BenchRun& run) {
   run.record(added);
 
   {
-    const Fd direct_fd = connect_tcp(echo.port());
-    const Fd tunnel_fd = open_tunnel(socket, literal);
+    const base::UniqueFd direct_fd = connect_tcp(echo.port());
+    const base::UniqueFd tunnel_fd = open_tunnel(socket, literal);
     const Stats warm_direct =
         run.time("direct warm 64 B round trip", n * 5, [&] { round_trip(direct_fd.get()); });
     const Stats warm_tunnel =
@@ -257,9 +241,9 @@ void run_egress_bench(BenchRun& run) {
       "egress tunnel throughput (" + std::to_string(bytes >> 20) + " MiB)", "MB/s", {}};
   const std::string sink_target = "127.0.0.1:" + std::to_string(sink.port());
   for (int i = 0; i < rounds; ++i) {
-    const Fd direct_fd = connect_tcp(sink.port());
+    const base::UniqueFd direct_fd = connect_tcp(sink.port());
     direct_rate.samples.push_back(push(direct_fd.get(), bytes));
-    const Fd tunnel_fd = open_tunnel(socket, sink_target);
+    const base::UniqueFd tunnel_fd = open_tunnel(socket, sink_target);
     tunnel_rate.samples.push_back(push(tunnel_fd.get(), bytes));
   }
   const Stats direct_recorded = run.record(direct_rate);
