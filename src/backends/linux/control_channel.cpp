@@ -410,10 +410,11 @@ bool ControlChannel::ping() const noexcept {
   }
 }
 
-ControlChannel::Roots ControlChannel::fetch_roots() const {
+std::vector<base::UniqueFd> ControlChannel::request_descriptors(protocol::Op op, std::size_t count,
+                                                                const std::string& what) const {
   base::UniqueFd socket = connect();
-  if (const int error = protocol::send_message(
-          socket.get(), protocol::encode_header(protocol::Op::root, 0, secret_), nullptr, 0);
+  if (const int error =
+          protocol::send_message(socket.get(), protocol::encode_header(op, 0, secret_), nullptr, 0);
       error != 0) {
     throw BackendError("the sandbox's init stopped answering",
                        base::SyscallError(error, "sendmsg"));
@@ -423,29 +424,20 @@ ControlChannel::Roots ControlChannel::fetch_roots() const {
   const long received = protocol::receive_message(socket.get(), bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
-      reply.kind != protocol::ReplyKind::ok || fds.size() != 2) {
-    throw BackendError("the sandbox's init did not hand over its root", "root request");
+      reply.kind != protocol::ReplyKind::ok || fds.size() != count) {
+    throw BackendError("the sandbox's init did not hand over its " + what,
+                       reply.message.empty() ? what + " request" : reply.message);
   }
+  return fds;
+}
+
+ControlChannel::Roots ControlChannel::fetch_roots() const {
+  auto fds = request_descriptors(protocol::Op::root, 2, "root");
   return Roots{std::move(fds[0]), std::move(fds[1])};
 }
 
 ControlChannel::Namespaces ControlChannel::fetch_namespaces() const {
-  base::UniqueFd socket = connect();
-  if (const int error = protocol::send_message(
-          socket.get(), protocol::encode_header(protocol::Op::namespaces, 0, secret_), nullptr, 0);
-      error != 0) {
-    throw BackendError("the sandbox's init stopped answering",
-                       base::SyscallError(error, "sendmsg"));
-  }
-  std::string bytes;
-  std::vector<base::UniqueFd> fds;
-  const long received = protocol::receive_message(socket.get(), bytes, fds);
-  protocol::Reply reply;
-  if (received <= 0 || !protocol::decode_reply(bytes, reply) ||
-      reply.kind != protocol::ReplyKind::ok || fds.size() != 2) {
-    throw BackendError("the sandbox's init did not hand over its namespaces",
-                       reply.message.empty() ? "namespaces request" : reply.message);
-  }
+  auto fds = request_descriptors(protocol::Op::namespaces, 2, "namespaces");
   return Namespaces{std::move(fds[0]), std::move(fds[1])};
 }
 

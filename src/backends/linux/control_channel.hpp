@@ -13,6 +13,7 @@
 
 #include "airlock/records.hpp"
 #include "airlock/sandbox.hpp"
+#include "backends/linux/protocol.hpp"
 #include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
@@ -26,12 +27,12 @@ struct ExecPlan {
   std::vector<std::string> environment;  // complete "NAME=value" list
   std::string working_directory;
   std::chrono::steady_clock::time_point deadline;
-  bool serial = false;                   // run_code: one program at a time per sandbox
+  bool serial = false;  // run_code: one program at a time per sandbox
   std::string stdin_bytes;
   bool feed_stdin = false;
   std::optional<std::uint64_t> max_output_bytes;
   OutputOverflow overflow = OutputOverflow::refuse;
-  std::uint64_t output_ceiling = 0;      // applies when max_output_bytes is unset
+  std::uint64_t output_ceiling = 0;  // applies when max_output_bytes is unset
   std::stop_token stop;
 };
 
@@ -61,6 +62,11 @@ class ControlChannel {
   ExecResult exec(const ExecPlan& plan) const;
 
  private:
+  // One request answered by `count` descriptors (the root, the namespaces); `what` names them
+  // in the refusal.
+  std::vector<base::UniqueFd> request_descriptors(protocol::Op op, std::size_t count,
+                                                  const std::string& what) const;
+
   // Declared (so constructed) before address_, which is computed into it.
   base::UniqueFd directory_;  // held when the path is reached through /proc/self/fd
   std::string address_;       // what connect() dials
