@@ -188,10 +188,11 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
     sandbox.write_file(program_path, code->get_ref<const std::string&>(), work_dir);
     if (layout) {
       sandbox.write_file(layout->shim, kind.shim, work_dir);
-      HostToolRun run(kind.registry);
+      // Shared, so a host's dispatch observer may keep the run it is shown.
+      const auto run = std::make_shared<HostToolRun>(kind.registry);
       HostToolRunOptions run_options;
       run_options.timeout = options.exec_timeout;
-      const HostToolRunResult ran = run_program_with_host_tools(sandbox, run, *layout, run_options);
+      const HostToolRunResult ran = run_program_with_host_tools(sandbox, *run, *layout, run_options);
       spdlog::debug("codeact run {} used the {} channel", run_id, to_string(ran.channel));
       result = ran.result;
     } else {
