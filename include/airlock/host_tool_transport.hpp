@@ -62,9 +62,14 @@ struct GuestRunLayout {
 GuestRunLayout guest_run_layout(std::string_view run_directory,
                                 std::string_view program = "program.py");
 
-// The generated Python module. Exposes `call(name, **arguments)`, `HostToolError`, and one
-// wrapper function per tool name that is a plain ASCII identifier (every name stays reachable
-// through `call`). `call_timeout` bounds each call's wait for an answer.
+// The generated Python module. Exposes `call(name, /, **arguments)`, `HostToolError`, and one
+// wrapper function per *spellable* tool name: a Python identifier that, after NFKC (how Python
+// reads identifiers: `ｏｐｅｎ` is `open`), is no keyword, no dunder and none of the module's own
+// names or the reference shim's globals (`call`, `HostToolError`, `open`, `json`, `os`, `time`,
+// `Exception`, …). Two names with one spelling: the first in sorted order gets it. Every name
+// stays reachable through `call`. No tool name can break the module: its machinery reads only
+// locals of one closure, bound before any wrapper exists, so a wrapper named `print` or
+// `isinstance` shadows nothing it uses. `call_timeout` bounds each call's wait for an answer.
 std::string host_tool_shim(const std::vector<std::string>& tool_names,
                            Milliseconds call_timeout = std::chrono::seconds(300));
 
@@ -97,6 +102,9 @@ HostToolRunResult run_program_with_host_tools(Sandbox& sandbox, HostToolRun& run
                                               const HostToolRunOptions& options);
 
 // The files channel alone (what `run_program_with_host_tools` uses when there is no socket).
+// Removes only the transport's directory (`host_tools/`), on every path; `layout.work` stays for
+// the caller to collect from, then `reclaim_run`. The run's own bound expiring raises
+// ProgramTimeout whose message ends with what the program printed (at most 2000 characters).
 ExecResult dispatch_over_exec(Sandbox& sandbox, HostToolRun& run, const GuestRunLayout& layout,
                               const HostToolRunOptions& options);
 

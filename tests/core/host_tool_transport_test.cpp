@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -87,19 +89,83 @@ TEST(HostToolRequest, AnOverflowingNumberIsRefusedInsteadOfKillingTheHost) {
   EXPECT_EQ(run.dispatched(), 0u);
 }
 
-TEST(HostToolShim, WrappersExistOnlyForSafeAsciiNames) {
-  const std::string shim =
-      host_tool_shim({"lookup", "class", "call", "json", "name with space", "ünï", "_private"});
-  EXPECT_NE(shim.find("def lookup(**arguments):"), std::string::npos);
-  EXPECT_NE(shim.find("def _private(**arguments):"), std::string::npos);
-  EXPECT_EQ(shim.find("def class("), std::string::npos);
-  EXPECT_EQ(shim.find("def json("), std::string::npos);
-  EXPECT_EQ(std::count(shim.begin(), shim.end(), '\n') > 10, true);
-  // The generated module compiles.
+// Runs `script` with the guest interpreter in `directory` (the shim's directory on sys.path) and
+// returns what it printed; a failing script fails the test.
+std::string run_python(const std::string& directory, const std::string& script) {
+  const std::string path = directory + "/check.py";
+  std::ofstream(path) << script;
+  const std::string command = "cd '" + directory + "' && " + kPython + " check.py 2>&1";
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen failed";
+    return out;
+  }
+  char buffer[4096];
+  while (std::size_t got = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, got);
+  EXPECT_EQ(::pclose(pipe), 0) << out;
+  return out;
+}
+
+// Names chosen to break a naive shim: builtins and modules it uses, its own API and installer,
+// keywords, a dunder with module-level meaning, spellings equal only after NFKC, no identifier.
+const std::vector<std::string> kHostileNames = {
+    "open", "json", "os", "time", "call", "HostToolError", "print", "Exception", "isinstance",
+    "dict", "_airlock_install", "_claim", "\xef\xbd\x8f\xef\xbd\x90\xef\xbd\x85\xef\xbd\x8e",
+    "\xef\xbd\x90\xef\xbd\x92\xef\xbd\x89\xef\xbd\x8e\xef\xbd\x94", "class", "None",
+    "__getattr__", "with space", "lookup", "\xc3\xbc" "ber", "_private"};
+// ｏｐｅｎ = "\xef\xbd\x8f\xef\xbd\x90\xef\xbd\x85\xef\xbd\x8e", ｐｒｉｎｔ = the next one.
+
+TEST(HostToolShim, WrappersExistOnlyForNamesThatShadowNothing) {
   TempDir dir;
-  const std::string path = dir.path() + "/airlock_host_tools.py";
-  std::ofstream(path) << shim;
-  EXPECT_EQ(std::system((std::string(kPython) + " -m py_compile " + path).c_str()), 0);
+  std::ofstream(dir.path() + "/airlock_host_tools.py") << host_tool_shim(kHostileNames);
+  const std::string out = run_python(dir.path(), R"(import airlock_host_tools as tools
+for name in ["lookup", "print", "isinstance", "dict", "_private", "\u00fcber", "open", "json",
+             "os", "time", "Exception", "_claim", "_airlock_install", "__getattr__", "None"]:
+    print(name, name in vars(tools))
+print(sorted(tools.__all__))
+print(tools.call.__name__, issubclass(tools.HostToolError, RuntimeError))
+print(tools.print.__doc__)
+)");
+  EXPECT_EQ(out,
+            "lookup True\nprint True\nisinstance True\ndict True\n_private True\n\xc3\xbc"
+            "ber True\nopen False\njson False\nos False\ntime False\nException False\n_claim "
+            "False\n_airlock_install False\n__getattr__ False\nNone False\n"
+            "['HostToolError', '_private', 'call', 'dict', 'isinstance', 'lookup', 'print', "
+            "'\xc3\xbc" "ber']\ncall True\nCall the host tool print.\n");
+}
+
+TEST(HostToolShim, ItsMachineryReadsNoNameAWrapperCouldRebind) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/airlock_host_tools.py") << host_tool_shim(kHostileNames);
+  // Every global (or class-body) name read anywhere inside the installer must be a dunder, which
+  // no wrapper takes; everything else the machinery uses is a local of its closure.
+  const std::string out = run_python(dir.path(), R"(import dis, types
+source = open("airlock_host_tools.py", encoding="utf-8").read()
+module = compile(source, "airlock_host_tools.py", "exec")
+installer = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+def walk(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from walk(const)
+read = set()
+for code in walk(installer):
+    for instruction in dis.get_instructions(code):
+        if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            read.add(instruction.argval)
+print(installer.co_name, sorted(n for n in read if not (n.startswith("__") and n.endswith("__"))))
+)");
+  EXPECT_EQ(out, "_airlock_install []\n");
+}
+
+TEST(HostToolShim, NamesTravelAsAsciiLiteralsWhateverTheyHold) {
+  const std::string shim = host_tool_shim({"\xc3\xbc" "ber", "quote\"d", "back\\slash"});
+  EXPECT_TRUE(std::all_of(shim.begin(), shim.end(),
+                          [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+  EXPECT_NE(shim.find(R"(("\U000000fcber", "\U000000fcber"))"), std::string::npos) << shim;
+  EXPECT_EQ(shim.find("quote"), std::string::npos) << "a name Python cannot spell got a wrapper";
+  EXPECT_THROW(host_tool_shim({}, Milliseconds(0)), InvalidArgument);
 }
 
 // ---- end to end --------------------------------------------------------------------------------
@@ -180,6 +246,39 @@ for name, args in [("explode", {}), ("missing", {}), ("add", {"x": "two", "y": 1
   EXPECT_EQ(out.find("secret detail"), std::string::npos);
   EXPECT_NE(out.find("Error: 'missing' is not a registered host tool"), std::string::npos);
   EXPECT_NE(out.find("argument 'x' must be an integer"), std::string::npos);
+}
+
+TEST_P(HostToolChannels, ToolsNamedLikeTheShimsOwnNamesAllAnswer) {
+  layout_ = guest_run_layout(dir_.path() + "/run");
+  sandbox_.write_file(layout_.shim, host_tool_shim(kHostileNames, 10s), "/");
+  auto registry = std::make_shared<HostToolRegistry>(
+      HostToolRegistryOptions{.max_dispatches_per_run = 100});
+  for (const auto& name : kHostileNames) {
+    HostTool named{name, "answers its name", {{"x", ToolParameter::Type::integer}},
+                   [name](const Json& a) { return Json::array({name, a["x"]}); },
+                   HostToolDeclaration(std::nullopt, std::nullopt, Identity::app)};
+    registry->register_tool(std::move(named));
+  }
+  std::string program = "import json, sys\nimport airlock_host_tools as tools\nNAMES = " +
+                        Json(kHostileNames).dump() + R"(
+wrong = [n for i, n in enumerate(NAMES) if tools.call(n, x=i) != [n, i]]
+print("call:", wrong)
+print(tools.print(x=1), tools.isinstance(x=2), tools.dict(x=3), tools.lookup(x=4))
+print(tools.ｐｒｉｎｔ(x=5), tools.über(x=6), tools._private(x=7))
+print("open" in vars(tools), tools.HostToolError.__mro__[1].__name__)
+try:
+    tools.call("missing")
+except tools.HostToolError as error:
+    print(type(error).__name__, error)
+)";
+  sandbox_.write_file(layout_.program, program, "/");
+  HostToolRun tools(registry);
+  const auto outcome = run(tools);
+  EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.stdout_bytes;
+  EXPECT_EQ(outcome.result.stdout_bytes,
+            "call: []\n['print', 1] ['isinstance', 2] ['dict', 3] ['lookup', 4]\n"
+            "['print', 5] ['\xc3\xbc" "ber', 6] ['_private', 7]\nFalse RuntimeError\n"
+            "HostToolError Error: 'missing' is not a registered host tool\n");
 }
 
 TEST_P(HostToolChannels, TheExitCodeAndOutputOfTheProgramComeBack) {
@@ -336,6 +435,26 @@ print(answer("0001"))
                                   {.response_limits = {1024, 1 << 20, 16}});
   EXPECT_NE(result.stdout_bytes.find("larger than the host will read"), std::string::npos)
       << result.stdout_bytes;
+}
+
+TEST_F(FilesProtocol, DispatchOverExecRemovesOnlyTheTransportAndLeavesWork) {
+  layout_ = guest_run_layout(dir_.path() + "/run");
+  sandbox_.write_file(layout_.shim, host_tool_shim({"add"}, 10s), "/");
+  sandbox_.write_file(layout_.program,
+                      "import airlock_host_tools as tools\n"
+                      "open('result.txt', 'w').write(str(tools.add(x=20, y=22)))\n",
+                      "/");
+  HostToolRun tools(registry_of());
+  HostToolRunOptions options;
+  options.timeout = 20s;
+  options.poll_interval = 20ms;
+  options.interpreter = kPython;
+  const ExecResult result = dispatch_over_exec(sandbox_, tools, layout_, options);
+  EXPECT_EQ(result.exit_code, 0) << result.stdout_bytes;
+  EXPECT_FALSE(fs::exists(dir_.path() + "/run/host_tools"));
+  std::string written;
+  std::ifstream(layout_.work + "/result.txt") >> written;
+  EXPECT_EQ(written, "42");
 }
 
 TEST_F(FilesProtocol, AnAbandonedClaimIsSkippedWithoutADispatch) {

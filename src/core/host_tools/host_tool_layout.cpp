@@ -1,8 +1,15 @@
 // The guest run layout and the two generated guest files: the shim and the launcher.
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "airlock/errors.hpp"
 #include "airlock/host_tool_transport.hpp"
@@ -48,24 +55,128 @@ std::optional<std::string> module_stem(std::string_view name) {
   return std::string(stem);
 }
 
-bool ascii_identifier(std::string_view name) {
-  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-  });
+// ---- which names get a wrapper -----------------------------------------------------------
+
+std::vector<utf8proc_int32_t> code_points_of(std::string_view text) {
+  std::vector<utf8proc_int32_t> out;
+  for (std::size_t offset = 0; offset < text.size();) {
+    utf8proc_int32_t code_point = -1;
+    const auto length =
+        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data()) + offset,
+                         static_cast<utf8proc_ssize_t>(text.size() - offset), &code_point);
+    if (length <= 0) return {};  // not UTF-8: no identifier
+    out.push_back(code_point);
+    offset += static_cast<std::size_t>(length);
+  }
+  return out;
 }
 
-const std::set<std::string, std::less<>> kPythonKeywords = {
-    "False", "None",   "True",    "and",      "as",    "assert", "async",  "await",
-    "break", "class",  "continue", "def",     "del",   "elif",   "else",   "except",
-    "finally", "for",  "from",    "global",   "if",    "import", "in",     "is",
-    "lambda", "nonlocal", "not",  "or",       "pass",  "raise",  "return", "try",
-    "while", "with",   "yield",   "match",    "case",  "type",   "_"};
+// Python's identifier rule (PEP 3131), read through the Unicode categories behind XID_Start and
+// XID_Continue. Where this and the guest's interpreter disagree on a rare code point, the cost is
+// a wrapper the guest cannot spell, or one it lacks (it still has `call`): never a broken shim,
+// because wrappers are bound by assignment, not by parsing the name.
+bool identifier_start(utf8proc_int32_t c) {
+  if (c == '_') return true;
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_NL: return true;
+    default: return false;
+  }
+}
 
-// Globals of the generated module a wrapper must not replace.
-const std::set<std::string, std::less<>> kShimGlobals = {
-    "HostToolError", "call",  "_CALLS", "_HERE", "_POLL", "_TIMEOUT", "_SOCKET", "_claim",
-    "_publish",      "_over_files", "_over_socket", "_answer", "json", "os", "time"};
+bool identifier_continue(utf8proc_int32_t c) {
+  if (identifier_start(c)) return true;
+  switch (utf8proc_category(c)) {
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_PC: return true;
+    default: return false;
+  }
+}
+
+bool python_identifier(std::string_view name) {
+  const auto code_points = code_points_of(name);
+  if (code_points.empty() || !identifier_start(code_points.front())) return false;
+  return std::all_of(code_points.begin() + 1, code_points.end(), identifier_continue);
+}
+
+// How the guest's parser spells an identifier: NFKC (so `ｏｐｅｎ` is `open`).
+std::optional<std::string> nfkc(std::string_view name) {
+  if (name.find('\0') != std::string_view::npos) return std::nullopt;
+  const std::string terminated(name);
+  utf8proc_uint8_t* folded =
+      utf8proc_NFKC(reinterpret_cast<const utf8proc_uint8_t*>(terminated.c_str()));
+  if (folded == nullptr) return std::nullopt;
+  std::string out(reinterpret_cast<const char*>(folded));
+  std::free(folded);
+  return out;
+}
+
+// Python's hard keywords: `def` cannot bind them and the guest cannot spell them as attributes.
+const std::set<std::string, std::less<>> kPythonKeywords = {
+    "False", "None",     "True",  "and",   "as",     "assert", "async", "await", "break",
+    "class", "continue", "def",   "del",   "elif",   "else",   "except", "finally", "for",
+    "from",  "global",   "if",    "import", "in",    "is",     "lambda", "nonlocal", "not",
+    "or",    "pass",     "raise", "return", "try",   "while",  "with",  "yield"};
+
+// Names a wrapper never takes. The module's own API (`call`, `HostToolError`) and its installer;
+// and, so that the same tools get wrappers as under the reference's shim, every global that shim
+// reads (our machinery reads none of them from the module — they are its closure's locals — but a
+// guest written against the reference finds the same attributes here). Dunder names are refused
+// separately: they mean something to the module itself (`__getattr__`, `__all__`, …).
+const std::set<std::string, std::less<>> kShimReserved = {
+    "call", "HostToolError", "_airlock_install",
+    "BaseException", "Exception", "FileExistsError", "OSError", "RuntimeError", "ValueError",
+    "_CALLS", "_HERE", "_POLL", "_TIMEOUT", "_claim", "_publish", "json", "open", "os", "time"};
+
+bool dunder(std::string_view name) {
+  return name.size() > 4 && name.starts_with("__") && name.ends_with("__");
+}
+
+// The wrappers the shim binds: (spelling, tool name), one per spelling, the first tool in
+// sorted order winning a spelling two names share after NFKC.
+std::vector<std::pair<std::string, std::string>> shim_wrappers(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  std::set<std::string> spellings;
+  for (const auto& name : names) {
+    if (!python_identifier(name)) continue;
+    const std::optional<std::string> spelled = nfkc(name);
+    if (!spelled || !python_identifier(*spelled) || kPythonKeywords.contains(*spelled) ||
+        kShimReserved.contains(*spelled) || dunder(*spelled) ||
+        !spellings.insert(*spelled).second) {
+      continue;
+    }
+    out.emplace_back(*spelled, name);
+  }
+  return out;
+}
+
+// A Python string literal of UTF-8 text, in ASCII alone (the shim's source stays 7-bit).
+std::string python_string_literal(std::string_view text) {
+  std::string out = "\"";
+  char escape[16];
+  for (utf8proc_int32_t c : code_points_of(text)) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7F) {
+      out += static_cast<char>(c);
+    } else if (c < 0x80) {
+      std::snprintf(escape, sizeof escape, "\\x%02x", static_cast<unsigned>(c));
+      out += escape;
+    } else {
+      std::snprintf(escape, sizeof escape, "\\U%08x", static_cast<unsigned>(c));
+      out += escape;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace
 
@@ -129,118 +240,156 @@ std::string host_tool_shim(const std::vector<std::string>& tool_names,
   char timeout_text[32];
   std::snprintf(timeout_text, sizeof timeout_text, "%.3f",
                 static_cast<double>(call_timeout.count()) / 1000.0);
+  // The machinery lives in one function's closure, and every name it uses — builtins, modules,
+  // its own helpers — is a local bound before the first wrapper exists. Wrappers are module
+  // globals, so a tool named `open`, `json`, `print` or `Exception` can shadow nothing the
+  // machinery reads; the names the module's API needs (`call`, `HostToolError`) never get one.
   std::string out = R"PY("""Call the tools the host registered for this run.
 
     import airlock_host_tools as tools
     tools.call("lookup", key="x")      # or tools.lookup(key="x")
 
-A refusal or a host that does not answer raises HostToolError. This module is a convenience,
-not a control: every check happens on the host.
+A refusal or a host that does not answer raises HostToolError. Every tool is reachable through
+call(); a tool whose name Python can spell, and which names nothing of this module, also has a
+function of its own. This module is a convenience, not a control: every check happens on the host.
 """
-import json
-import os
-import time
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_CALLS = os.path.join(_HERE, "host_tool_calls")
-_POLL = 0.05
-_TIMEOUT = )PY";
-  out += timeout_text;
-  out += R"PY(
-_SOCKET = os.environ.get("AIRLOCK_HOST_TOOLS_SOCKET")
 
 
-class HostToolError(RuntimeError):
-    """The host refused this call, or did not answer it in time."""
+def _airlock_install(namespace, wrappers, call_timeout):
+    import builtins
+    import json
+    import os
+    import time
 
+    BaseException = builtins.BaseException
+    Exception = builtins.Exception
+    FileExistsError = builtins.FileExistsError
+    OSError = builtins.OSError
+    RuntimeError = builtins.RuntimeError
+    TypeError = builtins.TypeError
+    ValueError = builtins.ValueError
+    dict = builtins.dict
+    isinstance = builtins.isinstance
+    list = builtins.list
+    open = builtins.open
+    str = builtins.str
+    dump, dumps, load, loads = json.dump, json.dumps, json.load, json.loads
+    dirname, abspath, join = os.path.dirname, os.path.abspath, os.path.join
+    makedirs, os_open, close, rename = os.makedirs, os.open, os.close, os.rename
+    create_exclusively = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+    monotonic, sleep = time.monotonic, time.sleep
 
-def _claim():
-    os.makedirs(_CALLS, exist_ok=True)
-    number = 1
-    while True:
-        ident = "%04d" % number
+    calls = join(dirname(abspath(namespace["__file__"])), "host_tool_calls")
+    poll = 0.05
+    socket_path = os.environ.get("AIRLOCK_HOST_TOOLS_SOCKET")
+    socket = __import__("socket") if socket_path else None
+
+    class HostToolError(RuntimeError):
+        """The host refused this call, or did not answer it in time."""
+
+    HostToolError.__qualname__ = "HostToolError"
+
+    def not_answered():
+        return HostToolError(
+            "Error: the host did not answer this call within %g seconds" % call_timeout)
+
+    def claim():
+        makedirs(calls, exist_ok=True)
+        number = 1
+        while True:
+            ident = "%04d" % number
+            try:
+                fd = os_open(join(calls, ident + ".claim"), create_exclusively, 0o600)
+            except FileExistsError:
+                number += 1
+                continue
+            close(fd)
+            return ident
+
+    def publish(ident, body):
+        final = join(calls, ident + ".request.json")
+        part = final + ".part"
+        with open(part, "w", encoding="utf-8") as stream:
+            dump(body, stream)
+        rename(part, final)
+
+    def over_files(name, arguments):
+        ident = claim()
         try:
-            fd = os.open(os.path.join(_CALLS, ident + ".claim"),
-                         os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        except FileExistsError:
-            number += 1
-            continue
-        os.close(fd)
-        return ident
+            publish(ident, {"id": ident, "name": name, "arguments": arguments})
+        except BaseException:
+            try:
+                publish(ident, {"id": ident, "abandoned": True})
+            except Exception:
+                pass
+            raise
+        answer_path = join(calls, ident + ".response.json")
+        deadline = monotonic() + call_timeout
+        while True:
+            try:
+                with open(answer_path, encoding="utf-8") as stream:
+                    return load(stream)
+            except (OSError, ValueError):
+                pass
+            if monotonic() >= deadline:
+                raise not_answered()
+            sleep(poll)
 
-
-def _publish(ident, body):
-    final = os.path.join(_CALLS, ident + ".request.json")
-    part = final + ".part"
-    with open(part, "w", encoding="utf-8") as stream:
-        json.dump(body, stream)
-    os.rename(part, final)
-
-
-def _over_files(name, arguments):
-    ident = _claim()
-    try:
-        _publish(ident, {"id": ident, "name": name, "arguments": arguments})
-    except BaseException:
+    def over_socket(name, arguments):
+        request = dumps({"name": name, "arguments": arguments}).encode("utf-8") + b"\n"
+        chunks = []
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(call_timeout)
+            try:
+                connection.connect(socket_path)
+                connection.sendall(request)
+                while True:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            except socket.timeout:
+                raise not_answered()
         try:
-            _publish(ident, {"id": ident, "abandoned": True})
-        except Exception:
-            pass
-        raise
-    answer_path = os.path.join(_CALLS, ident + ".response.json")
-    deadline = time.monotonic() + _TIMEOUT
-    while True:
-        try:
-            with open(answer_path, encoding="utf-8") as stream:
-                return json.load(stream)
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() >= deadline:
-            raise HostToolError(
-                "Error: the host did not answer this call within %g seconds" % _TIMEOUT)
-        time.sleep(_POLL)
+            return loads(b"".join(chunks).decode("utf-8"))
+        except ValueError:
+            raise HostToolError("Error: the host's answer could not be read")
+
+    def call(name, /, **arguments):
+        """Call the host tool `name` with keyword arguments; return its JSON value."""
+        answer = over_socket(name, arguments) if socket_path else over_files(name, arguments)
+        if isinstance(answer, dict) and "value" in answer:
+            return answer["value"]
+        refusal = "Error: the host refused this call"
+        if isinstance(answer, dict):
+            refusal = answer.get("refusal", refusal)
+        raise HostToolError(refusal)
+
+    def wrapper_for(spelled, name):
+        def wrapper(**arguments):
+            return call(name, **arguments)
+
+        wrapper.__name__ = wrapper.__qualname__ = spelled
+        wrapper.__doc__ = "Call the host tool %s." % name
+        return wrapper
+
+    exported = ["call", "HostToolError"]
+    namespace["call"] = call
+    namespace["HostToolError"] = HostToolError
+    for spelled, name in wrappers:
+        namespace[spelled] = wrapper_for(spelled, name)
+        exported.append(spelled)
+    namespace["__all__"] = exported
 
 
-def _over_socket(name, arguments):
-    import socket
-    request = json.dumps({"name": name, "arguments": arguments}).encode("utf-8") + b"\n"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-        connection.settimeout(_TIMEOUT)
-        try:
-            connection.connect(_SOCKET)
-            connection.sendall(request)
-            chunks = []
-            while True:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        except socket.timeout:
-            raise HostToolError(
-                "Error: the host did not answer this call within %g seconds" % _TIMEOUT)
-    try:
-        return json.loads(b"".join(chunks).decode("utf-8"))
-    except ValueError:
-        raise HostToolError("Error: the host's answer could not be read")
-
-
-def call(name, **arguments):
-    """Call the host tool `name` with keyword arguments; return its JSON value."""
-    answer = _over_socket(name, arguments) if _SOCKET else _over_files(name, arguments)
-    if isinstance(answer, dict) and "value" in answer:
-        return answer["value"]
-    refusal = answer.get("refusal") if isinstance(answer, dict) else None
-    raise HostToolError(refusal or "Error: the host refused this call")
+_airlock_install(globals(), [
 )PY";
-  std::set<std::string> written;
-  for (const auto& name : tool_names) {
-    if (!ascii_identifier(name) || kPythonKeywords.contains(name) || kShimGlobals.contains(name) ||
-        name.starts_with("__") || !written.insert(name).second) {
-      continue;
-    }
-    out += "\n\ndef " + name + "(**arguments):\n    \"\"\"Call the host tool '" + name +
-           "'.\"\"\"\n    return call(\"" + name + "\", **arguments)\n";
+  for (const auto& [spelled, name] : shim_wrappers(tool_names)) {
+    out += "    (" + python_string_literal(spelled) + ", " + python_string_literal(name) + "),\n";
   }
+  out += "], ";
+  out += timeout_text;
+  out += ")\ndel _airlock_install\n";
   return out;
 }
 
