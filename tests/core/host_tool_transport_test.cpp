@@ -328,6 +328,10 @@ TEST_P(HostToolChannels, AnOverrunningProgramAndItsChildrenAreKilled) {
     EXPECT_EQ(timeout.signal(), SignalOutcome::sent) << timeout.message();
     EXPECT_EQ(timeout.reach(), SignalReach::group) << timeout.message();
     EXPECT_NE(timeout.output().find("started"), std::string::npos);
+    // The message carries the output too: a model reading it sees how far the program got.
+    EXPECT_NE(timeout.message().find("what it printed (at most 2000 characters):\nstarted"),
+              std::string::npos)
+        << timeout.message();
   }
   std::string child;
   std::ifstream(marker) >> child;
@@ -355,6 +359,22 @@ TEST_P(HostToolChannels, TheTransportFilesGoAndTheWorkDirectoryStays) {
   EXPECT_TRUE(fs::exists(layout_.work + "/artifact.txt"));
   EXPECT_TRUE(reclaim_run(sandbox_, layout_));
   EXPECT_FALSE(fs::exists(dir_.path() + "/run"));
+}
+
+TEST_P(HostToolChannels, ATimeoutQuotesAtMost2000CharactersOfOutput) {
+  prepare("import sys, time\nsys.stdout.write('\u00fc' * 5000)\nsys.stdout.flush()\n"
+          "time.sleep(300)\n",
+          {});
+  HostToolRun tools(registry_of());
+  try {
+    run(tools, 1500ms);
+    FAIL() << "the run did not time out";
+  } catch (const ProgramTimeout& timeout) {
+    std::string expected;
+    for (int i = 0; i < 2000; ++i) expected += "\xc3\xbc";
+    EXPECT_EQ(timeout.output(), expected);
+    EXPECT_TRUE(timeout.message().ends_with(":\n" + expected)) << timeout.message().substr(0, 200);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothChannels, HostToolChannels,
@@ -455,6 +475,18 @@ TEST_F(FilesProtocol, DispatchOverExecRemovesOnlyTheTransportAndLeavesWork) {
   std::string written;
   std::ifstream(layout_.work + "/result.txt") >> written;
   EXPECT_EQ(written, "42");
+}
+
+TEST_F(FilesProtocol, TheExitMarkerIsReadAsPythonReadsAnInteger) {
+  // The marker is the guest's claim: a program may write it itself (and the host believes it).
+  const auto result = run_program(kRawClient + R"(
+marker = os.path.join(os.path.dirname(calls), "program_exit_code")
+with open(marker + ".part", "w") as f:
+    f.write(" -1_2\n")
+os.rename(marker + ".part", marker)
+time.sleep(3)
+)");
+  EXPECT_EQ(result.exit_code, -12);
 }
 
 TEST_F(FilesProtocol, AnAbandonedClaimIsSkippedWithoutADispatch) {

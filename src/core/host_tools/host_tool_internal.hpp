@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "airlock/host_tool_transport.hpp"
 
@@ -27,6 +28,11 @@ std::optional<std::string> answer_request(HostToolRun& run, bool too_large,
 
 // Signal the program the launcher recorded (files channel).
 StopOutcome stop_the_program(Sandbox& sandbox, const GuestRunLayout& layout, bool made_a_session);
+// What a ProgramTimeout quotes of the program's output: decoded (lossy UTF-8), at most 2000
+// characters.
+std::string timeout_output_quote(std::string_view output);
+// The clause a ProgramTimeout's message ends with: the quote, or that nothing was printed.
+std::string output_so_far(const std::string& quote);
 // " and its process group was sent SIGKILL", …
 std::string signal_clause(const StopOutcome& stop);
 // `rm -rf` of an absolute guest path at least two components deep; false on any failure.

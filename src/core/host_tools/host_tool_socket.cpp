@@ -251,8 +251,8 @@ ExecResult run_over_socket(Sandbox& sandbox, HostToolRun& run, const GuestRunLay
                                          options.interpreter, layout.program}),
                           exec);
   } catch (const Timeout& timeout) {
-    std::string printed = timeout.partial_stdout() + timeout.partial_stderr();
-    if (printed.size() > 2000) printed.resize(2000);
+    const std::string printed =
+        timeout_output_quote(timeout.partial_stdout() + timeout.partial_stderr());
     const bool confirmed = timeout.kill_confirmed().value_or(false);
     StopOutcome stop{timeout.kill_confirmed() ? SignalOutcome::sent : SignalOutcome::unknown,
                      timeout.kill_confirmed() ? SignalReach::group : SignalReach::nothing};
@@ -261,8 +261,9 @@ ExecResult run_over_socket(Sandbox& sandbox, HostToolRun& run, const GuestRunLay
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g",
                   static_cast<double>(options.timeout.count()) / 1000.0);
-    throw ProgramTimeout(std::string("the program ran past the run's ") + seconds + "s" + clause,
-                         decode_utf8_lossy(printed), stop.signal, stop.reach);
+    throw ProgramTimeout(std::string("the program ran past the run's ") + seconds + "s" + clause +
+                             output_so_far(printed),
+                         printed, stop.signal, stop.reach);
   }
   if (result.truncated) {
     // The files channel drops an over-cap output whole; so does this one.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <thread>
 
 #include "airlock/errors.hpp"
@@ -50,6 +51,37 @@ std::optional<long long> parse_positive(std::string_view text) {
   return value;
 }
 
+// The exit marker read as Python's int() reads text: surrounding whitespace, an optional sign,
+// digits with single underscores between them. Anything else — or a value no exit code holds —
+// is nullopt, which the caller reports as 1.
+std::optional<int> parse_exit_code(std::string_view text) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  bool negative = false;
+  if (!text.empty() && (text.front() == '+' || text.front() == '-')) {
+    negative = text.front() == '-';
+    text.remove_prefix(1);
+  }
+  std::string digits;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c >= '0' && c <= '9') {
+      digits += c;
+    } else if (c != '_' || i == 0 || i + 1 == text.size() || text[i + 1] == '_') {
+      return std::nullopt;
+    }
+  }
+  if (digits.empty() || digits.size() > 10) return std::nullopt;
+  long long value = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (negative) value = -value;
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<int>(value);
+}
+
 struct ReadOutcome {
   enum class State { not_yet, present, too_large } state = State::not_yet;
   std::string bytes;
@@ -88,6 +120,22 @@ std::string request_path(const GuestRunLayout& layout, std::uint64_t number, con
 }
 
 }  // namespace
+
+std::string timeout_output_quote(std::string_view output) {
+  const std::string text = decode_utf8_lossy(output);
+  std::size_t offset = 0;
+  for (std::size_t counted = 0; counted < kTimeoutQuote && offset < text.size(); ++counted) {
+    const auto lead = static_cast<unsigned char>(text[offset]);
+    const std::size_t length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+    offset += std::min(length, text.size() - offset);
+  }
+  return text.substr(0, offset);
+}
+
+std::string output_so_far(const std::string& quote) {
+  if (quote.empty()) return "; it printed nothing";
+  return "; what it printed (at most " + std::to_string(kTimeoutQuote) + " characters):\n" + quote;
+}
 
 // ---- stopping the program --------------------------------------------------------------------
 
@@ -253,11 +301,7 @@ ExecResult dispatch_over_exec(Sandbox& sandbox, HostToolRun& run, const GuestRun
     const ReadOutcome marker = read_if_present(sandbox, layout.exit_code, kMarkerCap);
     result.exit_code = 1;
     if (marker.state == ReadOutcome::State::present) {
-      if (auto code = parse_positive(marker.bytes)) {
-        result.exit_code = static_cast<int>(std::min<long long>(*code, 255));
-      } else if (marker.bytes.starts_with("0")) {
-        result.exit_code = 0;
-      }
+      result.exit_code = parse_exit_code(marker.bytes).value_or(1);
     }
     try {
       const ReadOutcome output = read_if_present(sandbox, layout.output, limits.max_total_bytes);
@@ -317,16 +361,16 @@ ExecResult dispatch_over_exec(Sandbox& sandbox, HostToolRun& run, const GuestRun
       }
       std::string printed;
       try {
-        printed = decode_utf8_lossy(
-            read_if_present(sandbox, layout.output, limits.max_total_bytes).bytes);
+        printed = read_if_present(sandbox, layout.output, limits.max_total_bytes).bytes;
       } catch (const std::exception&) {
       }
       overran = true;
       StopOutcome stop = stop_the_program(sandbox, layout, made_a_session);
       if (stop.signal == SignalOutcome::absent) stop.signal = SignalOutcome::unrecorded;
-      if (printed.size() > kTimeoutQuote) printed.resize(kTimeoutQuote);
-      throw ProgramTimeout("the program ran past the run's " + seconds + "s" + signal_clause(stop),
-                           decode_utf8_lossy(printed), stop.signal, stop.reach);
+      printed = timeout_output_quote(printed);
+      throw ProgramTimeout("the program ran past the run's " + seconds + "s" + signal_clause(stop) +
+                               output_so_far(printed),
+                           printed, stop.signal, stop.reach);
     }
 
     // The exit marker wins over any request still waiting.
