@@ -21,7 +21,6 @@ The GIL is released during every sandbox, router, output and conformance operati
 import contextlib
 import dataclasses
 import enum
-import inspect
 import typing
 
 from . import _airlock
@@ -77,9 +76,6 @@ portable_name = _airlock.portable_name
 describe_probes = _airlock.describe_probes
 run_conformance = _airlock.run_conformance
 
-HostToolDeclaration = _airlock.HostToolDeclaration
-DispatchResult = _airlock.DispatchResult
-run_program_with_host_tools = _airlock.run_program_with_host_tools
 SandboxTool = _airlock.SandboxTool
 SandboxToolCall = _airlock.SandboxToolCall
 
@@ -109,89 +105,7 @@ class SandboxPurger:
 
 # ---- host tools -----------------------------------------------------------------------------
 
-_DECLARATION_ATTRIBUTE = "__airlock_host_tool_declaration__"
-_UNANSWERED = object()
-
-
-def sandbox_tool(*, source=_UNANSWERED, sink=_UNANSWERED, identity=_UNANSWERED):
-    """Stamp a function with its information-flow declaration. All three legs must be answered
-    (``None`` is an answer: "not that role"); a missing leg is a ``TypeError``."""
-    missing = [name for name, value in
-               (("source", source), ("sink", sink), ("identity", identity))
-               if value is _UNANSWERED]
-    if missing:
-        raise TypeError("sandbox_tool: every leg must be answered (None is an answer); missing: "
-                        + ", ".join(missing))
-    declaration = HostToolDeclaration(source=source, sink=sink, identity=identity)
-
-    def stamp(function):
-        setattr(function, _DECLARATION_ATTRIBUTE, declaration)
-        return function
-
-    return stamp
-
-
-def declaration_of(function):
-    """The function's stamp, or None when it is unstamped."""
-    declaration = getattr(function, _DECLARATION_ATTRIBUTE, None)
-    return declaration if isinstance(declaration, HostToolDeclaration) else None
-
-
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean",
-               dict: "object", list: "array"}
-
-
-def _parameters_of(function):
-    parameters = []
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            raise TypeError(f"host tool {function!r}: *args/**kwargs cannot be declared to a "
-                            "guest; name every parameter")
-        if parameter.kind is parameter.POSITIONAL_ONLY:
-            raise TypeError(f"host tool {function!r}: positional-only parameters cannot be "
-                            "bound by name")
-        annotation = parameter.annotation
-        origin = typing.get_origin(annotation) or annotation
-        json_type = _JSON_TYPES.get(origin, "any")
-        parameters.append((parameter.name, json_type, parameter.default is parameter.empty, ""))
-    return parameters
-
-
-class HostToolRegistry(_airlock._HostToolRegistry):
-    """Functions a guest program may call back into the host, under caps.
-
-    Starts empty; ``register`` refuses a duplicate or empty name, an unstamped function when
-    ``require_declared``, and an identity not in ``allowed_identities``. ``aggregate()`` seals it.
-    A body runs in the host process with the host's privileges: register only what a model's
-    code may drive. An exception in a body reaches the guest as a fixed refusal; the reason goes
-    to the log."""
-
-    def __init__(self, *, require_declared=False, allowed_identities=None,
-                 max_dispatches_per_run=16, response_limits=None):
-        if allowed_identities is None:
-            allowed_identities = {Identity.APP}  # noqa: F821
-        if response_limits is None:
-            response_limits = DEFAULT_TRANSFER_LIMITS
-        if not isinstance(response_limits, TransferLimits):
-            raise TypeError("response_limits: expected a TransferLimits")
-        super().__init__(require_declared=require_declared,
-                         allowed_identities=allowed_identities,
-                         max_dispatches_per_run=max_dispatches_per_run,
-                         response_limits=response_limits)
-
-    def register(self, function, *, name=None, description=None):
-        """Register ``function`` under ``name`` (default: its ``__name__``); its parameters are
-        read from its signature (annotations str/int/float/bool/dict/list become JSON types).
-        Returns the function, so this also works as a decorator."""
-        if not callable(function):
-            raise TypeError("register: expected a callable")
-        tool_name = function.__name__ if name is None else name
-        if not isinstance(tool_name, str):
-            raise TypeError("register: the name must be a str")
-        text = description if description is not None else inspect.getdoc(function) or ""
-        self._register(function, tool_name, text, _parameters_of(function),
-                       declaration_of(function))
-        return function
+from ._host_tools import *  # noqa: E402,F401,F403 — registry, run, declarations, transport helpers
 
 
 # ---- binding a workload as a tool -----------------------------------------------------------

@@ -109,11 +109,20 @@ async def collect_outputs(sandbox, spec, sink=None, call_time_outputs=()):
 
 
 async def invoke(tool, arguments):
-    """Await one call of a SandboxTool (its body runs on a worker thread)."""
-    return await asyncio.to_thread(tool.invoke, arguments)
+    """Await one call of a SandboxTool (its body runs on a worker thread; a coroutine host tool
+    it dispatches is awaited on this loop)."""
+    from ._host_tools import _to_thread_serving_this_loop
+    return await _to_thread_serving_this_loop(tool.invoke, arguments)
 
 
 async def run_conformance(sandbox, suite, **options):
     from . import _airlock
     target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
     return await asyncio.to_thread(_airlock.run_conformance, target, suite, **options)
+
+
+from ._host_tools import (  # noqa: E402,F401 — host-tool runs, awaitable
+    dispatch_over_exec_async as dispatch_over_exec,
+    reclaim_run_async as reclaim_run,
+    run_program_with_host_tools_async as run_program_with_host_tools,
+)

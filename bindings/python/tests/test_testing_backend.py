@@ -165,7 +165,7 @@ def test_python_tool_is_dispatched_with_validated_arguments():
     registry.register(price)
     assert registry.names() == ["price"]
     ok = registry.dispatch("price", {"sku": "x1", "quantity": 2})
-    assert ok.ok and ok.value_json == '{"eur":5.0,"sku":"x1"}'
+    assert ok.ok and ok.value_json == '{"sku": "x1", "eur": 5.0}'  # json.dumps' spelling
     wrong_type = registry.dispatch("price", {"sku": 5})
     assert not wrong_type.ok and "price" in wrong_type.refusal
     unknown = registry.dispatch("nosuch", {})
