@@ -109,12 +109,14 @@ std::string run_python(const std::string& directory, const std::string& script) 
 
 // Names chosen to break a naive shim: builtins and modules it uses, its own API and installer,
 // keywords, a dunder with module-level meaning, spellings equal only after NFKC, no identifier.
+// (The two escaped names are a fullwidth `open` and a fullwidth `print`.)
+// clang-format off
 const std::vector<std::string> kHostileNames = {
     "open", "json", "os", "time", "call", "HostToolError", "print", "Exception", "isinstance",
-    "dict", "_airlock_install", "_claim", "\xef\xbd\x8f\xef\xbd\x90\xef\xbd\x85\xef\xbd\x8e",
-    "\xef\xbd\x90\xef\xbd\x92\xef\xbd\x89\xef\xbd\x8e\xef\xbd\x94", "class", "None",
-    "__getattr__", "with space", "lookup", "\xc3\xbc" "ber", "_private"};
-// ｏｐｅｎ = "\xef\xbd\x8f\xef\xbd\x90\xef\xbd\x85\xef\xbd\x8e", ｐｒｉｎｔ = the next one.
+    "dict", "_airlock_install", "_claim", "\uff4f\uff50\uff45\uff4e",
+    "\uff50\uff52\uff49\uff4e\uff54", "class", "None", "__getattr__", "with space", "lookup",
+    "\u00fcber", "_private"};
+// clang-format on
 
 TEST(HostToolShim, WrappersExistOnlyForNamesThatShadowNothing) {
   TempDir dir;
@@ -128,11 +130,11 @@ print(tools.call.__name__, issubclass(tools.HostToolError, RuntimeError))
 print(tools.print.__doc__)
 )");
   EXPECT_EQ(out,
-            "lookup True\nprint True\nisinstance True\ndict True\n_private True\n\xc3\xbc"
-            "ber True\nopen False\njson False\nos False\ntime False\nException False\n_claim "
+            "lookup True\nprint True\nisinstance True\ndict True\n_private True\n"
+            "\u00fcber True\nopen False\njson False\nos False\ntime False\nException False\n_claim "
             "False\n_airlock_install False\n__getattr__ False\nNone False\n"
             "['HostToolError', '_private', 'call', 'dict', 'isinstance', 'lookup', 'print', "
-            "'\xc3\xbc" "ber']\ncall True\nCall the host tool print.\n");
+            "'\u00fcber']\ncall True\nCall the host tool print.\n");
 }
 
 TEST(HostToolShim, ItsMachineryReadsNoNameAWrapperCouldRebind) {
@@ -160,7 +162,7 @@ print(installer.co_name, sorted(n for n in read if not (n.startswith("__") and n
 }
 
 TEST(HostToolShim, NamesTravelAsAsciiLiteralsWhateverTheyHold) {
-  const std::string shim = host_tool_shim({"\xc3\xbc" "ber", "quote\"d", "back\\slash"});
+  const std::string shim = host_tool_shim({"\u00fcber", "quote\"d", "back\\slash"});
   EXPECT_TRUE(std::all_of(shim.begin(), shim.end(),
                           [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
   EXPECT_NE(shim.find(R"(("\U000000fcber", "\U000000fcber"))"), std::string::npos) << shim;
@@ -251,11 +253,15 @@ for name, args in [("explode", {}), ("missing", {}), ("add", {"x": "two", "y": 1
 TEST_P(HostToolChannels, ToolsNamedLikeTheShimsOwnNamesAllAnswer) {
   layout_ = guest_run_layout(dir_.path() + "/run");
   sandbox_.write_file(layout_.shim, host_tool_shim(kHostileNames, 10s), "/");
-  auto registry = std::make_shared<HostToolRegistry>(
-      HostToolRegistryOptions{.max_dispatches_per_run = 100});
+  auto registry =
+      std::make_shared<HostToolRegistry>(HostToolRegistryOptions{.max_dispatches_per_run = 100});
   for (const auto& name : kHostileNames) {
-    HostTool named{name, "answers its name", {{"x", ToolParameter::Type::integer}},
-                   [name](const Json& a) { return Json::array({name, a["x"]}); },
+    HostTool named{name,
+                   "answers its name",
+                   {{"x", ToolParameter::Type::integer}},
+                   [name](const Json& a) {
+                     return Json::array({name, a["x"]});
+                   },
                    HostToolDeclaration(std::nullopt, std::nullopt, Identity::app)};
     registry->register_tool(std::move(named));
   }
@@ -277,7 +283,7 @@ except tools.HostToolError as error:
   EXPECT_EQ(outcome.result.exit_code, 0) << outcome.result.stdout_bytes;
   EXPECT_EQ(outcome.result.stdout_bytes,
             "call: []\n['print', 1] ['isinstance', 2] ['dict', 3] ['lookup', 4]\n"
-            "['print', 5] ['\xc3\xbc" "ber', 6] ['_private', 7]\nFalse RuntimeError\n"
+            "['print', 5] ['\u00fcber', 6] ['_private', 7]\nFalse RuntimeError\n"
             "HostToolError Error: 'missing' is not a registered host tool\n");
 }
 
@@ -362,9 +368,10 @@ TEST_P(HostToolChannels, TheTransportFilesGoAndTheWorkDirectoryStays) {
 }
 
 TEST_P(HostToolChannels, ATimeoutQuotesAtMost2000CharactersOfOutput) {
-  prepare("import sys, time\nsys.stdout.write('\u00fc' * 5000)\nsys.stdout.flush()\n"
-          "time.sleep(300)\n",
-          {});
+  prepare(
+      "import sys, time\nsys.stdout.write('\u00fc' * 5000)\nsys.stdout.flush()\n"
+      "time.sleep(300)\n",
+      {});
   HostToolRun tools(registry_of());
   try {
     run(tools, 1500ms);

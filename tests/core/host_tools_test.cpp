@@ -3,7 +3,6 @@
 #include "airlock/host_tools.hpp"
 
 #include <gtest/gtest.h>
-
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -60,7 +59,8 @@ TEST(HostToolRegistry, RequireDeclaredRefusesAnUnstampedToolNamingTheDeclaration
     ADD_FAILURE() << "an unstamped tool was registered";
   } catch (const HostToolNotDeclared& refused) {
     EXPECT_NE(refused.message().find("'bare'"), std::string::npos) << refused.message();
-    EXPECT_NE(refused.message().find("HostToolDeclaration"), std::string::npos) << refused.message();
+    EXPECT_NE(refused.message().find("HostToolDeclaration"), std::string::npos)
+        << refused.message();
   }
   // …which is a kind of bad input.
   EXPECT_THROW(registry.register_tool(tool("bare", echo, std::nullopt)), InvalidArgument);
@@ -238,12 +238,16 @@ TEST(HostToolDispatch, ArgumentsAreValidatedAtTheDoorBeforeTheBodyRuns) {
 
 TEST(HostToolDispatch, ABindingRefusalNamesEveryMissingAndEveryUnexpectedArgument) {
   std::atomic<int> ran{0};
-  HostToolRun run(registry_with({tool(
-      "book", [&](const Json&) { ++ran; return Json("ok"); },
-      HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
-      {{"room", ToolParameter::Type::string, true, ""},
-       {"day", ToolParameter::Type::string, true, ""},
-       {"nights", ToolParameter::Type::integer, false, ""}})}));
+  HostToolRun run(
+      registry_with({tool("book",
+                          [&](const Json&) {
+                            ++ran;
+                            return Json("ok");
+                          },
+                          HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
+                          {{"room", ToolParameter::Type::string, true, ""},
+                           {"day", ToolParameter::Type::string, true, ""},
+                           {"nights", ToolParameter::Type::integer, false, ""}})}));
   const auto both = run.dispatch("book", Json{{"nights", "two"}, {"guest", "x"}, {"pay", 1}});
   ASSERT_FALSE(both.ok());
   EXPECT_EQ(*both.refusal,
@@ -265,10 +269,10 @@ TEST(HostToolDispatch, ABindingRefusalNamesEveryMissingAndEveryUnexpectedArgumen
 }
 
 TEST(HostToolDispatch, NullBindsOnlyWhereTheParameterAcceptsIt) {
-  HostToolRun run(registry_with({tool(
-      "find", echo, HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
-      {{"text", ToolParameter::Type::string, false, "", /*accepts_null=*/true},
-       {"limit", ToolParameter::Type::integer, false, ""}})}));
+  HostToolRun run(registry_with(
+      {tool("find", echo, HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
+            {{"text", ToolParameter::Type::string, false, "", /*accepts_null=*/true},
+             {"limit", ToolParameter::Type::integer, false, ""}})}));
   EXPECT_TRUE(run.dispatch("find", Json{{"text", nullptr}}).ok());
   const auto refused = run.dispatch("find", Json{{"limit", nullptr}});
   ASSERT_FALSE(refused.ok());
@@ -278,15 +282,16 @@ TEST(HostToolDispatch, NullBindsOnlyWhereTheParameterAcceptsIt) {
 }
 
 TEST(HostToolDispatch, AToolTakingAnyKeywordGetsTheUnlistedOnes) {
-  HostTool open = tool("open_ended", echo, HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
-                       {{"first", ToolParameter::Type::string, true, ""}});
+  HostTool open =
+      tool("open_ended", echo, HostToolDeclaration(std::nullopt, std::nullopt, Identity::app),
+           {{"first", ToolParameter::Type::string, true, ""}});
   open.accepts_any_keyword = true;
   HostToolRun run(registry_with({std::move(open)}));
   const auto result = run.dispatch("open_ended", Json{{"first", "a"}, {"second", 2}});
   ASSERT_TRUE(result.ok()) << *result.refusal;
   EXPECT_EQ(*result.value_json, R"({"first":"a","second":2})");
-  EXPECT_NE(run.dispatch("open_ended", Json{{"second", 2}}).refusal->find(
-                "missing required argument 'first'"),
+  EXPECT_NE(run.dispatch("open_ended", Json{{"second", 2}})
+                .refusal->find("missing required argument 'first'"),
             std::string::npos);
 }
 
@@ -302,15 +307,20 @@ TEST(HostToolDispatch, AToolThatThrowsIsRefusedWithoutItsReason) {
 
 TEST(HostToolDispatch, AValueThatIsNotJsonIsRefusedAsSuchNotAsAFailure) {
   HostTool encoded = tool("encoded", nullptr);
-  encoded.encoded_body = [](const Json&, const HostToolRun&) { return std::string("{\"a\": NaN}"); };
+  encoded.encoded_body = [](const Json&, const HostToolRun&) {
+    return std::string("{\"a\": NaN}");
+  };
   HostTool refuses = tool("object", [](const Json&) -> Json {
     throw HostToolValueNotJson("an object JSON cannot spell");
   });
-  HostToolRun run(registry_with(
-      {tool("nan", [](const Json&) { return Json(std::nan("")); }),
-       tool("inf", [](const Json&) { return Json{{"deep", {1.0, HUGE_VAL}}}; }),
-       tool("bytes", [](const Json&) { return Json(std::string("\xff\xfe", 2)); }),
-       std::move(encoded), std::move(refuses)}));
+  HostToolRun run(
+      registry_with({tool("nan", [](const Json&) { return Json(std::nan("")); }),
+                     tool("inf",
+                          [](const Json&) {
+                            return Json{{"deep", {1.0, HUGE_VAL}}};
+                          }),
+                     tool("bytes", [](const Json&) { return Json(std::string("\xff\xfe", 2)); }),
+                     std::move(encoded), std::move(refuses)}));
   for (const char* name : {"nan", "inf", "bytes", "encoded", "object"}) {
     const auto result = run.dispatch(name, nullptr);
     ASSERT_FALSE(result.ok()) << name;
@@ -348,9 +358,8 @@ TEST(HostToolDispatch, ABodyFailureIsLoggedWithItsTypeAndText) {
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*stream);
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink));
-  HostToolRun run(registry_with({tool("boom", [](const Json&) -> Json {
-    throw std::out_of_range("row 12 is past the end");
-  })}));
+  HostToolRun run(registry_with({tool(
+      "boom", [](const Json&) -> Json { throw std::out_of_range("row 12 is past the end"); })}));
   const auto result = run.dispatch("boom", nullptr);
   spdlog::set_default_logger(previous);
   ASSERT_FALSE(result.ok());
@@ -432,7 +441,8 @@ TEST(HostToolDispatch, TheObserverSeesEveryDispatchAndItsOutcomeAndItsFailuresNe
     seen_run = &run;
     log.push_back("begin " + name.dump());
     return [&log, name](const DispatchResult& outcome) {
-      log.push_back("end " + name.dump() + " " + (outcome.ok() ? *outcome.value_json : *outcome.refusal));
+      log.push_back("end " + name.dump() + " " +
+                    (outcome.ok() ? *outcome.value_json : *outcome.refusal));
       throw std::runtime_error("observer broke");
     };
   };
@@ -449,7 +459,8 @@ TEST(HostToolDispatch, TheObserverSeesEveryDispatchAndItsOutcomeAndItsFailuresNe
 
 TEST(HostToolDispatch, AnObserverThatThrowsAsTheDispatchBeginsDoesNotStopIt) {
   HostToolRegistryOptions options;
-  options.observer = [](const HostToolRun&, const Json&) -> std::function<void(const DispatchResult&)> {
+  options.observer = [](const HostToolRun&,
+                        const Json&) -> std::function<void(const DispatchResult&)> {
     throw std::runtime_error("observer broke");
   };
   HostToolRun run(registry_with({tool("a", echo)}, options));

@@ -41,7 +41,9 @@ ToolParameter::Type parameter_type(const std::string& text) {
                         "parameters");
 }
 
-py::module_ host_tools_module() { return py::module_::import("airlock._host_tools"); }
+py::module_ host_tools_module() {
+  return py::module_::import("airlock._host_tools");
+}
 
 // The Python object a run carries (see the file comment); None when the run carries nothing.
 py::object run_context_object(const HostToolRun& run) {
@@ -61,7 +63,8 @@ py::object run_object(const HostToolRun& run) {
   return py::cast(std::const_pointer_cast<HostToolRun>(shared));
 }
 
-std::function<std::string(const json::Json&, const HostToolRun&)> python_body(py::object function, std::string name) {
+std::function<std::string(const json::Json&, const HostToolRun&)> python_body(py::object function,
+                                                                              std::string name) {
   auto held = hold(std::move(function));
   return [held, name = std::move(name)](const json::Json& arguments,
                                         const HostToolRun& run) -> std::string {
@@ -147,9 +150,8 @@ GuestRunLayout layout_from_python(py::handle value) {
 }
 
 py::tuple layout_fields(const GuestRunLayout& layout) {
-  return py::make_tuple(layout.directory, layout.work, layout.program, layout.shim,
-                        layout.launcher, layout.calls, layout.output, layout.exit_code, layout.pid,
-                        layout.session);
+  return py::make_tuple(layout.directory, layout.work, layout.program, layout.shim, layout.launcher,
+                        layout.calls, layout.output, layout.exit_code, layout.pid, layout.session);
 }
 
 std::optional<HostToolChannel> channel_from_python(const std::optional<std::string>& channel) {
@@ -200,9 +202,10 @@ void bind_tool_records(py::module_& module) {
                              "One dispatch's outcome: exactly one of value_json and refusal.")
       .def(py::init([](std::optional<std::string> value_json, std::optional<std::string> refusal) {
              if (value_json.has_value() == refusal.has_value()) {
-               throw InvalidArgument("DispatchResult: exactly one of value_json and refusal must "
-                                     "be set",
-                                     "DispatchResult");
+               throw InvalidArgument(
+                   "DispatchResult: exactly one of value_json and refusal must "
+                   "be set",
+                   "DispatchResult");
              }
              return DispatchResult{std::move(value_json), std::move(refusal)};
            }),
@@ -332,11 +335,11 @@ void bind_tool_run(py::module_& module) {
       .def_property_readonly("dispatched", &HostToolRun::dispatched)
       .def_property_readonly("delivered", &HostToolRun::delivered)
       .def_property_readonly("delivered_bytes", &HostToolRun::delivered_bytes)
-      .def_property_readonly("registry",
-                             [](const HostToolRun& run) {
-                               return std::const_pointer_cast<HostToolRegistry>(
-                                   run.shared_registry());
-                             })
+      .def_property_readonly(
+          "registry",
+          [](const HostToolRun& run) {
+            return std::const_pointer_cast<HostToolRegistry>(run.shared_registry());
+          })
       .def("__repr__", [](const HostToolRun& run) {
         return "<airlock.HostToolRun dispatched=" + std::to_string(run.dispatched()) +
                " delivered=" + std::to_string(run.delivered()) +
@@ -433,8 +436,8 @@ void bind_tool_transport(py::module_& module) {
           const ExecResult made =
               sandbox.exec(Command::argv({"mkdir", "-p", "--", parsed.work}), make_work);
           if (made.exit_code != 0) {
-            throw SystemError("could not create the run's work directory: " + made.stderr_text(),
-                              0, parsed.work);
+            throw SystemError("could not create the run's work directory: " + made.stderr_text(), 0,
+                              parsed.work);
           }
           sandbox.write_file(parsed.program, code, parsed.directory);
           sandbox.write_file(parsed.shim, host_tool_shim(registry->names(), patience),
@@ -450,8 +453,8 @@ void bind_tool_transport(py::module_& module) {
         return out;
       },
       py::arg("sandbox"), py::arg("registry"), py::arg("code"), py::arg("layout"),
-      py::arg("timeout"), py::arg("poll_interval"), py::arg("call_timeout"),
-      py::arg("interpreter"), py::arg("channel"), py::arg("reclaim"));
+      py::arg("timeout"), py::arg("poll_interval"), py::arg("call_timeout"), py::arg("interpreter"),
+      py::arg("channel"), py::arg("reclaim"));
 }
 
 }  // namespace

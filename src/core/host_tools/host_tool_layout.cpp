@@ -83,8 +83,10 @@ bool identifier_start(utf8proc_int32_t c) {
     case UTF8PROC_CATEGORY_LT:
     case UTF8PROC_CATEGORY_LM:
     case UTF8PROC_CATEGORY_LO:
-    case UTF8PROC_CATEGORY_NL: return true;
-    default: return false;
+    case UTF8PROC_CATEGORY_NL:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -94,8 +96,10 @@ bool identifier_continue(utf8proc_int32_t c) {
     case UTF8PROC_CATEGORY_MN:
     case UTF8PROC_CATEGORY_MC:
     case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_PC: return true;
-    default: return false;
+    case UTF8PROC_CATEGORY_PC:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -119,10 +123,10 @@ std::optional<std::string> nfkc(std::string_view name) {
 
 // Python's hard keywords: `def` cannot bind them and the guest cannot spell them as attributes.
 const std::set<std::string, std::less<>> kPythonKeywords = {
-    "False", "None",     "True",  "and",   "as",     "assert", "async", "await", "break",
-    "class", "continue", "def",   "del",   "elif",   "else",   "except", "finally", "for",
-    "from",  "global",   "if",    "import", "in",    "is",     "lambda", "nonlocal", "not",
-    "or",    "pass",     "raise", "return", "try",   "while",  "with",  "yield"};
+    "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+    "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+    "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+    "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
 
 // Names a wrapper never takes. The module's own API (`call`, `HostToolError`) and its installer;
 // and, so that the same tools get wrappers as under the reference's shim, every global that shim
@@ -130,9 +134,13 @@ const std::set<std::string, std::less<>> kPythonKeywords = {
 // guest written against the reference finds the same attributes here). Dunder names are refused
 // separately: they mean something to the module itself (`__getattr__`, `__all__`, …).
 const std::set<std::string, std::less<>> kShimReserved = {
-    "call", "HostToolError", "_airlock_install",
-    "BaseException", "Exception", "FileExistsError", "OSError", "RuntimeError", "ValueError",
-    "_CALLS", "_HERE", "_POLL", "_TIMEOUT", "_claim", "_publish", "json", "open", "os", "time"};
+    "call",          "HostToolError", "_airlock_install",
+    "BaseException", "Exception",     "FileExistsError",
+    "OSError",       "RuntimeError",  "ValueError",
+    "_CALLS",        "_HERE",         "_POLL",
+    "_TIMEOUT",      "_claim",        "_publish",
+    "json",          "open",          "os",
+    "time"};
 
 bool dunder(std::string_view name) {
   return name.size() > 4 && name.starts_with("__") && name.ends_with("__");

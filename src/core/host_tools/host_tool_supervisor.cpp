@@ -55,7 +55,9 @@ std::optional<long long> parse_positive(std::string_view text) {
 // digits with single underscores between them. Anything else — or a value no exit code holds —
 // is nullopt, which the caller reports as 1.
 std::optional<int> parse_exit_code(std::string_view text) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  };
   while (!text.empty() && space(text.front())) text.remove_prefix(1);
   while (!text.empty() && space(text.back())) text.remove_suffix(1);
   bool negative = false;

@@ -47,8 +47,10 @@ bool printable_in_python(utf8proc_int32_t code_point) {
     case UTF8PROC_CATEGORY_CN:
     case UTF8PROC_CATEGORY_ZL:
     case UTF8PROC_CATEGORY_ZP:
-    case UTF8PROC_CATEGORY_ZS: return false;
-    default: return true;
+    case UTF8PROC_CATEGORY_ZS:
+      return false;
+    default:
+      return true;
   }
 }
 
@@ -59,20 +61,30 @@ std::string hex_escape(const char* prefix, unsigned value, int digits) {
 }
 
 // A tool name inside a refusal, quoted as the guest's Python would quote it.
-std::string quoted_tool_name(std::string_view name) { return python_repr(bounded_tool_name(name)); }
+std::string quoted_tool_name(std::string_view name) {
+  return python_repr(bounded_tool_name(name));
+}
 
 // The JSON type of a value, in the guest's words (Python's type names).
 std::string python_type_name(const json::Json& value) {
   switch (value.type()) {
-    case json::Json::value_t::null: return "NoneType";
-    case json::Json::value_t::boolean: return "bool";
-    case json::Json::value_t::string: return "str";
-    case json::Json::value_t::array: return "list";
-    case json::Json::value_t::object: return "dict";
-    case json::Json::value_t::number_float: return "float";
+    case json::Json::value_t::null:
+      return "NoneType";
+    case json::Json::value_t::boolean:
+      return "bool";
+    case json::Json::value_t::string:
+      return "str";
+    case json::Json::value_t::array:
+      return "list";
+    case json::Json::value_t::object:
+      return "dict";
+    case json::Json::value_t::number_float:
+      return "float";
     case json::Json::value_t::number_integer:
-    case json::Json::value_t::number_unsigned: return "int";
-    default: return "an unknown value";
+    case json::Json::value_t::number_unsigned:
+      return "int";
+    default:
+      return "an unknown value";
   }
 }
 
@@ -140,7 +152,8 @@ std::string binding_failure(const HostTool& tool, const json::Json& arguments) {
   std::vector<std::string> unexpected;
   std::vector<std::string> mistyped;
   for (const auto& parameter : tool.parameters) {
-    if (parameter.required && !arguments.contains(parameter.name)) missing.push_back(parameter.name);
+    if (parameter.required && !arguments.contains(parameter.name))
+      missing.push_back(parameter.name);
   }
   for (const auto& [name, value] : arguments.items()) {
     // A named copy for the lambda: clang before 16 cannot capture a structured binding.
@@ -157,7 +170,8 @@ std::string binding_failure(const HostTool& tool, const json::Json& arguments) {
   }
   std::vector<std::string> clauses;
   if (!missing.empty()) {
-    clauses.push_back(name_clause("missing required argument", "missing required arguments", missing));
+    clauses.push_back(
+        name_clause("missing required argument", "missing required arguments", missing));
   }
   if (!unexpected.empty()) {
     clauses.push_back(name_clause("unexpected argument", "unexpected arguments", unexpected));
@@ -256,9 +270,10 @@ std::string python_repr(std::string_view text) {
 
 HostToolRegistry::HostToolRegistry(HostToolRegistryOptions options) : options_(std::move(options)) {
   if (options_.max_dispatches_per_run == 0) {
-    throw InvalidArgument("max_dispatches_per_run must be at least 1: a registry that wants "
-                          "nothing dispatched should be an empty registry instead",
-                          "max_dispatches_per_run");
+    throw InvalidArgument(
+        "max_dispatches_per_run must be at least 1: a registry that wants "
+        "nothing dispatched should be an empty registry instead",
+        "max_dispatches_per_run");
   }
   const auto& limits = options_.response_limits;
   if (limits.max_bytes_per_file == 0 || limits.max_total_bytes == 0 || limits.max_files == 0) {
@@ -269,10 +284,11 @@ HostToolRegistry::HostToolRegistry(HostToolRegistryOptions options) : options_(s
 void HostToolRegistry::register_tool(HostTool tool) {
   std::lock_guard lock(mutex_);
   if (sealed_) {
-    throw InvalidArgument("the host-tool registry is sealed: its aggregate or a declaration was "
-                          "read, and a tool registered now would reach nothing the spec was "
-                          "built from",
-                          "sealed");
+    throw InvalidArgument(
+        "the host-tool registry is sealed: its aggregate or a declaration was "
+        "read, and a tool registered now would reach nothing the spec was "
+        "built from",
+        "sealed");
   }
   if (tool.name.empty()) throw InvalidArgument("a host tool needs a name", "name");
   if (tools_.contains(tool.name)) {
@@ -288,9 +304,9 @@ void HostToolRegistry::register_tool(HostTool tool) {
   std::set<std::string> parameter_names;
   for (const auto& parameter : tool.parameters) {
     if (parameter.name.empty() || !parameter_names.insert(parameter.name).second) {
-      throw InvalidArgument("host tool " + quoted_tool_name(tool.name) +
-                                " has an empty or repeated parameter name",
-                            "parameters");
+      throw InvalidArgument(
+          "host tool " + quoted_tool_name(tool.name) + " has an empty or repeated parameter name",
+          "parameters");
     }
   }
   if (options_.require_declared && !tool.declaration) {
@@ -455,7 +471,8 @@ DispatchResult HostToolRun::dispatch_unobserved(const json::Json& name_value,
   }
   const std::string& name = name_value.get_ref<const std::string&>();
   const HostTool* tool = registry_->resolve(name);
-  if (!tool) return refusal_result("Error: " + quoted_tool_name(name) + " is not a registered host tool");
+  if (!tool)
+    return refusal_result("Error: " + quoted_tool_name(name) + " is not a registered host tool");
   if (!tool->declaration && options.require_declared) {
     return refusal_result("Error: " + quoted_tool_name(name) +
                           " declares no information flow, and this host serves only declared "
@@ -547,7 +564,8 @@ DispatchResult HostToolRun::call_body(const HostTool& tool, const std::string& n
   if (value) {
     if (has_non_finite(*value)) return cannot_carry("a non-finite number");
     try {
-      value_json = value->dump(-1, ' ', /*ensure_ascii=*/false, json::Json::error_handler_t::strict);
+      value_json =
+          value->dump(-1, ' ', /*ensure_ascii=*/false, json::Json::error_handler_t::strict);
     } catch (const json::Json::exception& error) {  // text that is not UTF-8
       return cannot_carry(error.what());
     }
@@ -562,11 +580,10 @@ DispatchResult HostToolRun::call_body(const HostTool& tool, const std::string& n
                           std::to_string(limits.max_bytes_per_file) + " bytes) — ask for less");
   }
   if (delivered_bytes_ + crossing > limits.max_total_bytes) {
-    return refusal_result("Error: the response of " + quoted_tool_name(name) + " (" +
-                          std::to_string(crossing) +
-                          " bytes) would exceed this run's response budget (" +
-                          std::to_string(limits.max_total_bytes - delivered_bytes_) +
-                          " bytes left)");
+    return refusal_result(
+        "Error: the response of " + quoted_tool_name(name) + " (" + std::to_string(crossing) +
+        " bytes) would exceed this run's response budget (" +
+        std::to_string(limits.max_total_bytes - delivered_bytes_) + " bytes left)");
   }
   delivered_bytes_ += crossing;
   DispatchResult result;

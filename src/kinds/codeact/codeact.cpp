@@ -192,7 +192,8 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
       const auto run = std::make_shared<HostToolRun>(kind.registry);
       HostToolRunOptions run_options;
       run_options.timeout = options.exec_timeout;
-      const HostToolRunResult ran = run_program_with_host_tools(sandbox, *run, *layout, run_options);
+      const HostToolRunResult ran =
+          run_program_with_host_tools(sandbox, *run, *layout, run_options);
       spdlog::debug("codeact run {} used the {} channel", run_id, to_string(ran.channel));
       result = ran.result;
     } else {
