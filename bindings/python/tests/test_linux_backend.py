@@ -179,22 +179,33 @@ def test_guest_program_calls_a_python_host_tool(linux_sandbox, channel):
     assert linux_sandbox.stat_file("run-" + channel, working_directory=WORK) is None
 
 
-def test_forcing_a_socket_channel_the_sandbox_lacks_is_not_supported(linux_sandbox):
-    if linux_sandbox.socket_channel() is not None:
-        pytest.skip("SKIPPED: this linux sandbox offers a socket channel")
+def test_forcing_a_socket_channel_the_sandbox_lacks_is_not_supported(testing_router):
+    # The in-process testing sandbox offers no socket channel; the linux one does.
+    spec = airlock.SandboxSpec(kind="no-socket")
+    sandbox = testing_router.acquire(airlock.SandboxKey("pytest", "no-socket", "python"), spec)
+    assert sandbox.socket_channel() is None
     with pytest.raises(NotImplementedError):
-        airlock.run_program_with_host_tools(linux_sandbox, make_price_registry([]), "print(1)",
+        airlock.run_program_with_host_tools(sandbox, make_price_registry([]), "print(1)",
                                             run_directory=WORK + "/run-socket", channel="socket")
 
 
+def test_the_linux_sandbox_offers_a_socket_channel(linux_sandbox):
+    assert linux_sandbox.socket_channel() is not None
+
+
 def test_codeact_with_host_tools_is_refused_where_the_backend_does_not_declare_them(
-        linux_router):
-    declared = linux_router.describe_backends()[0]["capabilities"]
-    if "host_tools" in declared:
-        pytest.skip("SKIPPED: this linux backend declares host_tools; the attach succeeds")
+        testing_router):
+    assert "host_tools" not in testing_router.describe_backends()[0]["capabilities"]
     with pytest.raises(airlock.SandboxCapabilityNotSupported, match="host_tools"):
-        airlock.make_codeact_tool(linux_router, context=Conversation("x").context(),
+        airlock.make_codeact_tool(testing_router, context=Conversation("x").context(),
                                   image="host", host_tools=make_price_registry([]))
+
+
+def test_codeact_with_host_tools_attaches_on_linux_which_declares_them(linux_router):
+    assert "host_tools" in linux_router.describe_backends()[0]["capabilities"]
+    tool = airlock.make_codeact_tool(linux_router, context=Conversation("x").context(),
+                                     image="host", host_tools=make_price_registry([]))
+    assert tool is not None and "host_tools" in {str(c) for c in tool.spec.requires}
 
 
 def test_codeact_end_to_end_with_declared_outputs(linux_router, tmp_path):
