@@ -73,6 +73,10 @@ validate_artifact_name = _airlock.validate_artifact_name
 nfc_compose = _airlock.nfc_compose
 artifact_collision_key = _airlock.artifact_collision_key
 portable_name = _airlock.portable_name
+landing_outputs = _airlock.landing_outputs
+spec_lands_artifacts = _airlock.spec_lands_artifacts
+missing_sink_refusal = _airlock.missing_sink_refusal
+MAX_ARTIFACT_NAME_BYTES = _airlock.MAX_ARTIFACT_NAME_BYTES
 
 describe_probes = _airlock.describe_probes
 run_conformance = _airlock.run_conformance
