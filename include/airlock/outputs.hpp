@@ -11,7 +11,8 @@
 //   2. names, before the sandbox is touched: every declared path passes
 //      `validate_artifact_name`; each landing output's delivered spelling (its `name`, or its
 //      path, NFC-composed unless the sink says `none`) passes too; two landing outputs whose
-//      collision keys match → ArtifactNameCollision;
+//      collision keys match → ArtifactNameCollision, naming both declared paths and whether the
+//      delivered names are identical or differ only by case or Unicode form;
 //   3. stat, in declaration order, with a tally over spec.files_out: absent and required →
 //      OutputMissing (absent and optional → skipped, uncounted); not a regular file →
 //      OutputNotRegular; no size → OutputSizeUnknown; every present output — `consume`
@@ -71,7 +72,9 @@ std::vector<DeclaredOutput> landing_outputs(const SandboxSpec& spec);
 // Whether the spec lands anything: a `land` declared output, or outputs_named_at_call_time.
 bool spec_lands_artifacts(const SandboxSpec& spec);
 // The OutputSinkRequired a caller (`asked_by`, e.g. "collect_outputs") raises when `landing`
-// is non-empty and there is no sink — returned, not thrown, so every caller shares one wording.
+// is non-empty (or the spec names outputs at call time) and there is no sink — returned, not
+// thrown, so every caller shares one wording. It names the landing outputs by path (the first
+// five, then "and N more") and says when outputs are named at call time.
 OutputSinkRequired missing_sink_refusal(const SandboxSpec& spec,
                                         const std::vector<DeclaredOutput>& landing,
                                         std::string_view asked_by);
@@ -112,6 +115,12 @@ class TransferTally {
 // is 255 bytes decomposed and 510 composed).
 void validate_artifact_name(std::string_view name);
 
+// Rule 7 alone: ArtifactNameInvalid (rule "utf8") unless `name` is valid UTF-8. For a name
+// crossing into a record before collect_outputs judges the whole invariant (a DeclaredOutput
+// built by a Python host from a str holding a lone surrogate): no record carries bytes that no
+// text can hold.
+void validate_artifact_name_encoding(std::string_view name);
+
 // NFC composition (utf8proc). Throws ArtifactNameInvalid (rule "utf8") on invalid UTF-8.
 std::string nfc_compose(std::string_view name);
 
@@ -124,7 +133,8 @@ std::string artifact_collision_key(std::string_view name);
 // Per `/`-separated segment: ASCII 0–31 and `<>:"|?*` become `_`; trailing `.` and space are
 // stripped; a stem (up to the first `.`) that is a reserved device name (CON PRN AUX NUL,
 // COM1–9, LPT1–9, COM¹²³, LPT¹²³; compared uppercased) gets `_` appended; an empty segment
-// becomes `_`. Nothing beyond Microsoft's documented set (`COM⁴` is legal).
+// becomes `_`. Nothing beyond Microsoft's documented set (`COM⁴` is legal). Invalid UTF-8 is
+// refused (ArtifactNameInvalid, rule "utf8"): the rewrite is per character.
 std::string portable_name(std::string_view name);
 
 }  // namespace airlock

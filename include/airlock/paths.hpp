@@ -20,6 +20,11 @@ namespace airlock {
 // A leading `..` of a relative path is kept; `/..` is `/`.
 std::string normalize_guest_path(std::string_view path);
 
+// Whether `path` is an absolute Windows drive path: a letter, ':', then '/' or '\' ("C:/work",
+// "d:\"). A drive-relative "C:work" is not. Only a spec for the windows family may carry one
+// as its work dir; none of the functions below accepts it.
+bool is_windows_absolute_path(std::string_view path) noexcept;
+
 // Resolve `path` against `working_directory` and refuse anything that leaves it.
 // - `working_directory` must be absolute and free of NUL and backslash (InvalidArgument).
 // - `path` containing a backslash or a NUL is refused (ConfinementError): one grammar only.

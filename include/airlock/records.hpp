@@ -89,9 +89,15 @@ inline constexpr const char* kDefaultWorkDir = "/maf-sandbox/work";
 //
 // Construction refuses (InvalidArgument): an empty kind; a host list (`egress_allow`) without
 // `egress = allowlist` — the list is the payload of an allowlist run, so it cannot ride on any
-// other mode; a blank host entry or one containing whitespace or a comma; a relative or empty
-// `work_dir`, or one containing a NUL or a backslash. `work_dir` is kept normalised ('.', '..',
-// doubled and trailing slashes resolved lexically), so every reader compares one spelling.
+// other mode; a blank host entry or one containing whitespace or a comma; a `work_dir` with a
+// NUL, or one that is not an absolute POSIX path free of backslashes. A POSIX `work_dir` is kept
+// normalised ('.', '..', doubled and trailing slashes resolved lexically), so every reader
+// compares one spelling.
+//
+// The one exception is a spec asking for the windows family (`requires_os_family = windows`):
+// its `work_dir` may instead be a Windows drive path ("C:/work", "D:\work"), kept exactly as
+// written — a POSIX normalisation would corrupt it. No backend here hands out windows guests, so
+// the router refuses such a spec (OsFamilyNotSupported) before any file plane sees the path.
 // Nothing else is judged here: the router judges the backend against the spec.
 class SandboxSpec {
  public:
@@ -132,9 +138,7 @@ class SandboxSpec {
   bool outputs_named_at_call_time() const noexcept { return fields_.outputs_named_at_call_time; }
   IdentitySet identities() const noexcept { return fields_.identities; }
   Egress egress() const noexcept { return fields_.egress; }
-  std::optional<OsFamily> requires_os_family() const noexcept {
-    return fields_.requires_os_family;
-  }
+  std::optional<OsFamily> requires_os_family() const noexcept { return fields_.requires_os_family; }
   const ResourceLimits& resources() const noexcept { return fields_.resources; }
 
   // A copy of the fields, to derive a new spec: `auto f = spec.fields(); f.kind = "x";`.
@@ -145,6 +149,8 @@ class SandboxSpec {
   std::string egress_posture() const;
 
  private:
+  void check_work_dir();
+
   Fields fields_;
 };
 

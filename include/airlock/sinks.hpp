@@ -25,8 +25,11 @@
 // directory, wherever it has been moved. Nothing follows a link, and nothing lands anywhere the
 // sink did not open beneath `root`. Keep the landing root out of reach of untrusted writers.
 //
-// Errors: LandingNotConfined (a link in the way), ArtifactNameInvalid (a name breaking the
-// artifact-name rules — the sink checks again, it does not trust its caller), SystemError with
+// Errors: LandingNotConfined (a link in the way, or a name that resolves outside the root — an
+// absolute one, or `..` climbing above it: the sink may be handed artifacts a host built
+// itself, so it judges the escape first and reports it as one), ArtifactNameInvalid (any other
+// name breaking the artifact-name rules, e.g. "a/../b" — the sink checks again, it does not
+// trust its caller), SystemError with
 // errno and the artifact name (e.g. ENOTDIR when a file stands where a parent must be, ENOSPC,
 // ENOSYS when the kernel has no openat2 — the sink then refuses rather than fall back to a
 // weaker resolution).

@@ -119,6 +119,28 @@ TEST(ArtifactNames, PortableNameRewritesOnlyMicrosoftsDocumentedSet) {
   EXPECT_EQ(portable_name(""), "_");
 }
 
+TEST(ArtifactNames, PortableNameRefusesBytesThatAreNoText) {
+  // The rewrite is per character: bytes that are none are refused by the encoding rule rather
+  // than handed back as a name no host string can hold.
+  try {
+    portable_name("a\xed\xb3\xbf");  // a lone surrogate passed through as bytes
+    FAIL() << "invalid UTF-8 was rewritten";
+  } catch (const ArtifactNameInvalid& invalid) {
+    EXPECT_EQ(invalid.check(), "utf8");
+    EXPECT_NE(invalid.message().find("not encodable as UTF-8"), std::string::npos)
+        << invalid.message();
+  }
+}
+
+TEST(ArtifactNames, TheEncodingRuleAloneJudgesOnlyTheEncoding) {
+  // A record may carry a name the other rules refuse (collect_outputs judges those later); it
+  // may not carry one that is not text.
+  EXPECT_NO_THROW(validate_artifact_name_encoding("../a//b"));
+  EXPECT_NO_THROW(validate_artifact_name_encoding(""));
+  EXPECT_THROW(validate_artifact_name_encoding("a\xed\xb3\xbf"), ArtifactNameInvalid);
+  EXPECT_THROW(validate_artifact_name_encoding("\xc0\xaf"), ArtifactNameInvalid);
+}
+
 TEST(ArtifactNames, RefusalMessagesEscapeControlBytes) {
   try {
     validate_artifact_name(std::string("evil\x1b[31m\n", 10));

@@ -198,6 +198,34 @@ TEST(CollectOutputs, NamesDifferingOnlyByCaseOrUnicodeFormCollide) {
   EXPECT_EQ(collision({decomposed, composed}).check(), "case-or-unicode-form");
 }
 
+TEST(CollectOutputs, ACollisionNamesBothDeclaredPathsAndHowTheNamesMatch) {
+  Harness h;
+  // Two paths renamed to one landing name: the delivered name alone would be the same string
+  // twice; the refusal names both guest paths.
+  DeclaredOutput first = land("run-1/report.txt");
+  first.name = "report.txt";
+  DeclaredOutput second = land("run-2/report.txt");
+  second.name = "report.txt";
+  const auto identical = refusal_of<ArtifactNameCollision>([&] {
+    collect_outputs(h.sandbox, spec_with({first, second}), &h.sink);
+  });
+  EXPECT_NE(identical.message().find("\"run-1/report.txt\""), std::string::npos)
+      << identical.message();
+  EXPECT_NE(identical.message().find("\"run-2/report.txt\""), std::string::npos)
+      << identical.message();
+  EXPECT_NE(identical.message().find("both are delivered as \"report.txt\""), std::string::npos)
+      << identical.message();
+
+  const auto by_case = refusal_of<ArtifactNameCollision>([&] {
+    collect_outputs(h.sandbox, spec_with({land("Report.txt"), land("report.txt")}), &h.sink);
+  });
+  EXPECT_NE(by_case.message().find("\"Report.txt\" and \"report.txt\" would land as one file"),
+            std::string::npos)
+      << by_case.message();
+  EXPECT_NE(by_case.message().find("differ only by case or Unicode form"), std::string::npos)
+      << by_case.message();
+}
+
 TEST(CollectOutputs, SharpSAndSsDoNotCollideBecauseLowercaseIsNotCaseFolding) {
   Harness h;
   h.file(
@@ -482,6 +510,39 @@ TEST(OutputHelpers, LandingSubsetAndSinkRefusal) {
   const auto refusal = missing_sink_refusal(spec, landing_outputs(spec), "the test");
   EXPECT_NE(refusal.message().find("a.txt"), std::string::npos);
   EXPECT_EQ(refusal.type(), "SandboxOutputSinkRequired");
+}
+
+TEST(OutputHelpers, TheSinkRefusalNamesTheLandingOutputsBoundedAndCallTimeNames) {
+  DeclaredOutput renamed = land("run/1/chart.png");
+  renamed.name = "chart.png";
+  const auto named = missing_sink_refusal(spec_with({land("a.txt"), renamed}),
+                                          {land("a.txt"), renamed}, "collect_outputs");
+  EXPECT_NE(named.message().find("lands \"a.txt\", \"run/1/chart.png\" (as \"chart.png\")"),
+            std::string::npos)
+      << named.message();
+  EXPECT_NE(named.message().find("collect_outputs has no output sink"), std::string::npos);
+
+  std::vector<DeclaredOutput> many;
+  for (int i = 0; i < 8; ++i) many.push_back(land("f" + std::to_string(i) + ".txt"));
+  const auto bounded = missing_sink_refusal(spec_with(many), many, "collect_outputs");
+  EXPECT_NE(bounded.message().find("\"f4.txt\" and 3 more"), std::string::npos)
+      << bounded.message();
+  EXPECT_EQ(bounded.message().find("f5.txt"), std::string::npos) << bounded.message();
+
+  const auto late =
+      missing_sink_refusal(spec_with({}, kDefaultTransferLimits, true), {}, "the attach gate");
+  EXPECT_NE(late.message().find("lands outputs named at call time"), std::string::npos)
+      << late.message();
+}
+
+TEST(CollectOutputs, TheSinkRequiredRefusalNamesTheLandingOutput) {
+  Harness h;
+  const auto refusal = refusal_of<OutputSinkRequired>([&] {
+    collect_outputs(h.sandbox, spec_with({land("report.txt"), consume("x.json")}), nullptr);
+  });
+  EXPECT_NE(refusal.message().find("\"report.txt\""), std::string::npos) << refusal.message();
+  EXPECT_EQ(refusal.message().find("x.json"), std::string::npos) << refusal.message();
+  EXPECT_EQ(h.sandbox.stats, 0);
 }
 
 }  // namespace

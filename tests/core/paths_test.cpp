@@ -96,9 +96,9 @@ TEST(GuestPaths, ALinkAboveTheWorkingDirectoryIsRefused) {
 
 TEST(GuestPaths, ALinkedWorkingDirectoryIsRefused) {
   FakeGuest guest{{{"/work", EntryKind::directory}, {"/work/link-dir", EntryKind::symlink}}};
-  EXPECT_THROW(refuse_symlinked_parents(guest.stat(), "/work/link-dir/secret.txt",
-                                        "/work/link-dir"),
-               ConfinementError);
+  EXPECT_THROW(
+      refuse_symlinked_parents(guest.stat(), "/work/link-dir/secret.txt", "/work/link-dir"),
+      ConfinementError);
 }
 
 TEST(GuestPaths, APlainParentIsNotADirectoryNotAnEscape) {
@@ -143,12 +143,23 @@ TEST(GuestPaths, AnOrdinaryWriteIsAllowed) {
             "/work/real/written.txt");
 }
 
+TEST(GuestPaths, AWindowsDrivePathIsRecognisedButNeverConfinedAgainst) {
+  EXPECT_TRUE(is_windows_absolute_path("C:/work"));
+  EXPECT_TRUE(is_windows_absolute_path("d:\\"));
+  EXPECT_FALSE(is_windows_absolute_path("C:work"));  // drive-relative
+  EXPECT_FALSE(is_windows_absolute_path("C:"));
+  EXPECT_FALSE(is_windows_absolute_path("1:/work"));
+  EXPECT_FALSE(is_windows_absolute_path("/work"));
+  // The POSIX file planes refuse it as a working directory: bad input, never a crash.
+  EXPECT_THROW(confine_guest_path("a.txt", "C:/work"), InvalidArgument);
+  EXPECT_THROW(guest_directory_chain("C:/work/a", "C:/work"), InvalidArgument);
+}
+
 TEST(GuestPaths, QuotingNeverLeavesAWordUnquoted) {
   EXPECT_EQ(posix_quote("a b"), "'a b'");
   EXPECT_EQ(posix_quote("it's"), "'it'\\''s'");
   EXPECT_EQ(posix_quote(""), "''");
-  EXPECT_EQ(posix_join({"printf", "%s", "$(echo injected)"}),
-            "'printf' '%s' '$(echo injected)'");
+  EXPECT_EQ(posix_join({"printf", "%s", "$(echo injected)"}), "'printf' '%s' '$(echo injected)'");
 }
 
 }  // namespace

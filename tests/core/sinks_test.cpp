@@ -202,8 +202,28 @@ TEST(FileSystemSink, ADirectoryAtTheDestinationIsRefusedAndLeavesNoTemporaryFile
 TEST(FileSystemSink, InvalidNamesAreRefusedByTheSinkItself) {
   ScratchDirectory scratch;
   const OutputSink sink = make_file_system_sink(scratch.root());
-  for (const std::string name : {"../outside/x.txt", "/etc/passwd", "a/../../x", "a//b", ""}) {
+  for (const std::string name : {"a/../b", "a//b", "./x", "", "back\\slash", "\xff.txt"}) {
     EXPECT_THROW(sink.deliver(artifact(name, "x")), ArtifactNameInvalid) << name;
+  }
+  EXPECT_EQ(entries_under(scratch.outside()), 0u);
+  EXPECT_EQ(entries_under(scratch.root()), 0u);
+}
+
+TEST(FileSystemSink, ANameResolvingOutsideTheRootIsNotConfinedAndNamesNoHostPath) {
+  ScratchDirectory scratch;
+  const OutputSink sink = make_file_system_sink(scratch.root());
+  for (const std::string name :
+       {"../x", "../outside/x.txt", "/etc/passwd", "a/../../x", "..", "a/b/../../../x"}) {
+    try {
+      sink.deliver(artifact(name, "x"));
+      ADD_FAILURE() << name << " landed";
+    } catch (const LandingNotConfined& refusal) {
+      EXPECT_EQ(refusal.check(), "landing-root");
+      EXPECT_EQ(refusal.message().find(scratch.path().string()), std::string::npos)
+          << refusal.message();
+    } catch (const std::exception& other) {
+      ADD_FAILURE() << name << ": " << other.what();
+    }
   }
   EXPECT_EQ(entries_under(scratch.outside()), 0u);
   EXPECT_EQ(entries_under(scratch.root()), 0u);

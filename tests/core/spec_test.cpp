@@ -3,8 +3,11 @@
 
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/json.hpp"
 #include "airlock/records.hpp"
+#include "airlock/router.hpp"
 #include "airlock/sandbox.hpp"
+#include "airlock/testing.hpp"
 
 namespace airlock {
 namespace {
@@ -17,11 +20,11 @@ TEST(SandboxSpec, AHostListWithoutAllowlistIsRefusedAtConstruction) {
     EXPECT_NE(error.message().find("mcr.microsoft.com"), std::string::npos);
     EXPECT_EQ(error.check(), "spec.egress_allow");
   }
-  EXPECT_THROW(SandboxSpec({.kind = "x", .egress_allow = {"a.example"},
-                            .egress = Egress::unrestricted}),
-               InvalidArgument);
-  EXPECT_NO_THROW(SandboxSpec({.kind = "x", .egress_allow = {"a.example"},
-                               .egress = Egress::allowlist}));
+  EXPECT_THROW(
+      SandboxSpec({.kind = "x", .egress_allow = {"a.example"}, .egress = Egress::unrestricted}),
+      InvalidArgument);
+  EXPECT_NO_THROW(
+      SandboxSpec({.kind = "x", .egress_allow = {"a.example"}, .egress = Egress::allowlist}));
 }
 
 TEST(SandboxSpec, AnAllowlistWithNoHostsIsStillAnAllowlist) {
@@ -40,9 +43,10 @@ TEST(SandboxSpec, BlankOrCompositeHostEntriesAreRefused) {
 }
 
 TEST(SandboxSpec, TheEgressPostureIsOrderAndCaseInsensitive) {
-  SandboxSpec a({.kind = "x", .egress_allow = {"B.example", "a.example"},
-                 .egress = Egress::allowlist});
-  SandboxSpec b({.kind = "x", .egress_allow = {"a.example", "b.example", "a.example"},
+  SandboxSpec a(
+      {.kind = "x", .egress_allow = {"B.example", "a.example"}, .egress = Egress::allowlist});
+  SandboxSpec b({.kind = "x",
+                 .egress_allow = {"a.example", "b.example", "a.example"},
                  .egress = Egress::allowlist});
   EXPECT_EQ(a.egress_posture(), b.egress_posture());
   EXPECT_EQ(SandboxSpec({.kind = "x"}).egress_posture(), "closed");
@@ -52,6 +56,64 @@ TEST(SandboxSpec, TheWorkDirMustBeAnAbsoluteGuestPath) {
   EXPECT_THROW(SandboxSpec({.kind = "x", .work_dir = "work"}), InvalidArgument);
   EXPECT_THROW(SandboxSpec({.kind = "x", .work_dir = "C:\\work"}), InvalidArgument);
   EXPECT_THROW(SandboxSpec({.kind = "x", .work_dir = std::string("/w\0x", 4)}), InvalidArgument);
+}
+
+TEST(SandboxSpec, AWindowsWorkDirIsAcceptedOnlyWhenTheSpecAsksForTheWindowsFamily) {
+  for (const char* drive_path : {"C:/work", "D:\\work", "c:\\", "Z:/a/../b"}) {
+    const SandboxSpec spec(
+        {.kind = "x", .work_dir = drive_path, .requires_os_family = OsFamily::windows});
+    EXPECT_EQ(spec.work_dir(), drive_path) << "a Windows path is kept exactly as written";
+    EXPECT_THROW(SandboxSpec({.kind = "x", .work_dir = drive_path}), InvalidArgument) << drive_path;
+    EXPECT_THROW(
+        SandboxSpec({.kind = "x", .work_dir = drive_path, .requires_os_family = OsFamily::posix}),
+        InvalidArgument)
+        << drive_path;
+  }
+  // Still refused for the windows family: relative and drive-relative paths, a NUL.
+  for (const std::string& bad : {std::string("work"), std::string("C:work"), std::string("C:"),
+                                 std::string("\\\\server\\share"), std::string("C:/w\0x", 6)}) {
+    EXPECT_THROW(
+        SandboxSpec({.kind = "x", .work_dir = bad, .requires_os_family = OsFamily::windows}),
+        InvalidArgument)
+        << bad;
+  }
+  // A POSIX work dir keeps the POSIX rules whatever family is asked for.
+  EXPECT_EQ(
+      SandboxSpec({.kind = "x", .work_dir = "/w/./x/", .requires_os_family = OsFamily::windows})
+          .work_dir(),
+      "/w/x");
+}
+
+TEST(SandboxSpec, AWindowsDrivePathWithoutTheFamilySaysWhatWouldAllowIt) {
+  try {
+    SandboxSpec spec({.kind = "x", .work_dir = "C:/work"});
+    FAIL() << "a drive path was accepted for a spec asking no family";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.check(), "spec.work_dir");
+    EXPECT_NE(error.message().find("requires_os_family"), std::string::npos) << error.message();
+  }
+}
+
+TEST(SandboxSpec, AWindowsSpecReachesTheRoutersOsFamilyCheck) {
+  testing::InProcessBackendOptions options;
+  options.name = "box";
+  options.isolation = Isolation::container;
+  options.capabilities = CapabilitySet{Capability::exec, Capability::files_in};
+  options.egress_modes = EgressSet{Egress::closed};
+  SandboxRouter router({std::make_shared<testing::InProcessSandboxBackend>(options)},
+                       {.min_isolation = Isolation::container});
+  const SandboxSpec spec(
+      {.kind = "x", .work_dir = "D:\\work", .requires_os_family = OsFamily::windows});
+  // The JSON wire form carries the path unchanged, both ways.
+  EXPECT_EQ(json::parse_spec(json::to_json(spec), "spec").work_dir(), "D:\\work");
+  try {
+    router.ensure_can_serve(spec);
+    FAIL() << "a windows spec was served by a backend declaring no windows guests";
+  } catch (const OsFamilyNotSupported& refusal) {
+    EXPECT_EQ(refusal.check(), "os-family");
+    EXPECT_NE(refusal.message().find("windows"), std::string::npos) << refusal.message();
+  }
+  EXPECT_THROW(router.acquire({"s", "t", "a"}, spec), OsFamilyNotSupported);
 }
 
 TEST(TransferLimits, WithinHoldsLegByLeg) {
@@ -102,8 +164,8 @@ TEST(Identity, LengthPrefixingKeepsDistinctTuplesDistinct) {
 }
 
 TEST(Encoding, Base64RoundTripsAndRefusesNonCanonicalInput) {
-  for (std::string bytes : {std::string(), std::string("f"), std::string("fo"),
-                            std::string("foo"), std::string("\0\xff\x10", 3)}) {
+  for (std::string bytes : {std::string(), std::string("f"), std::string("fo"), std::string("foo"),
+                            std::string("\0\xff\x10", 3)}) {
     EXPECT_EQ(base64_decode(base64_encode(bytes)), bytes);
   }
   EXPECT_EQ(base64_decode("Zm9v\n"), std::nullopt);

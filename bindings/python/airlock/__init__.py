@@ -72,6 +72,18 @@ validate_artifact_name = _airlock.validate_artifact_name
 nfc_compose = _airlock.nfc_compose
 artifact_collision_key = _airlock.artifact_collision_key
 portable_name = _airlock.portable_name
+landing_outputs = _airlock.landing_outputs
+spec_lands_artifacts = _airlock.spec_lands_artifacts
+missing_sink_refusal = _airlock.missing_sink_refusal
+MAX_ARTIFACT_NAME_BYTES = _airlock.MAX_ARTIFACT_NAME_BYTES
+
+# Guest paths only: never apply these to host paths.
+normalize_guest_path = _airlock.normalize_guest_path
+confine_guest_path = _airlock.confine_guest_path
+confine_guest_write_path = _airlock.confine_guest_write_path
+guest_path_relative_to = _airlock.guest_path_relative_to
+guest_directory_chain = _airlock.guest_directory_chain
+refuse_symlinked_parents = _airlock.refuse_symlinked_parents
 
 describe_probes = _airlock.describe_probes
 run_conformance = _airlock.run_conformance

@@ -61,24 +61,60 @@ std::string enum_text(py::handle value, std::string_view what) {
   return std::string(py::str(value));
 }
 
+std::string type_name_of(py::handle value) {
+  return std::string(py::str(py::type::handle_of(value).attr("__name__")));
+}
+
+std::string utf8_text(py::handle value, std::string_view what) {
+  if (!py::isinstance<py::str>(value)) {
+    throw py::type_error(std::string(what) + ": expected a str, got " + type_name_of(value));
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (data == nullptr) {
+    PyErr_Clear();
+    throw InvalidArgument(
+        std::string(what) + ": the text is not encodable as UTF-8 (it holds a lone surrogate)",
+        std::string(what));
+  }
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
+std::string name_bytes(py::handle value, std::string_view what) {
+  if (!py::isinstance<py::str>(value)) {
+    throw py::type_error(std::string(what) + ": expected a str, got " + type_name_of(value));
+  }
+  PyObject* encoded = PyUnicode_AsEncodedString(value.ptr(), "utf-8", "surrogatepass");
+  if (encoded == nullptr) throw py::error_already_set();
+  const py::bytes bytes = py::reinterpret_steal<py::bytes>(encoded);
+  return std::string(bytes);
+}
+
 json::Json to_json_value(py::handle value, const std::string& where) {
   if (value.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(value)) return value.cast<bool>();
   if (py::isinstance<py::int_>(value)) {
     // Negative values as signed, the rest unsigned: counts up to 2^64-1 survive.
-    if (py::reinterpret_borrow<py::int_>(value) < py::int_(0)) return value.cast<std::int64_t>();
-    return value.cast<std::uint64_t>();
+    try {
+      if (py::reinterpret_borrow<py::int_>(value) < py::int_(0)) {
+        return value.cast<std::int64_t>();
+      }
+      return value.cast<std::uint64_t>();
+    } catch (const py::cast_error&) {
+      throw InvalidArgument(where + ": " + std::string(py::str(value)) +
+                                " is outside the 64-bit range JSON carries here",
+                            where);
+    }
   }
   if (py::isinstance<py::float_>(value)) return value.cast<double>();
-  if (py::isinstance<py::str>(value)) return std::string(py::str(value));
+  if (py::isinstance<py::str>(value)) return utf8_text(value, where);
   if (py::isinstance<py::dict>(value)) {
     json::Json out = json::Json::object();
     for (auto [key, item] : py::reinterpret_borrow<py::dict>(value)) {
       if (!py::isinstance<py::str>(key)) {
-        throw py::type_error(where + ": a key must be a string, got " +
-                             std::string(py::str(py::type::handle_of(key).attr("__name__"))));
+        throw py::type_error(where + ": a key must be a string, got " + type_name_of(key));
       }
-      const std::string name = py::str(key);
+      const std::string name = utf8_text(key, where);
       out[name] = to_json_value(item, where + "." + name);
     }
     return out;

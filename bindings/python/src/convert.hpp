@@ -63,6 +63,20 @@ EnumSet<E> enum_set(py::handle values, std::string_view what, Parse parse) {
   return set;
 }
 
+// The name of `value`'s type, for a TypeError.
+std::string type_name_of(py::handle value);
+
+// ---- text ------------------------------------------------------------------------------------
+
+// A str as UTF-8. TypeError naming `what` for a non-str; InvalidArgument naming `what` for a str
+// that UTF-8 cannot encode (a lone surrogate), rather than pybind's bare UnicodeEncodeError.
+std::string utf8_text(py::handle value, std::string_view what);
+
+// An artifact name or guest path as bytes for the C++ rules: a str encoded as UTF-8 with its
+// lone surrogates passed through, so the name rules see the malformed sequence and refuse it by
+// name (ArtifactNameInvalid, rule "utf8") in their own order. TypeError for a non-str.
+std::string name_bytes(py::handle value, std::string_view what);
+
 // ---- JSON ------------------------------------------------------------------------------------
 
 // Python → JSON: None, bool, int, float, str (enum members are str), list/tuple/set/frozenset,

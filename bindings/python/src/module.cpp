@@ -18,6 +18,7 @@ PYBIND11_MODULE(_airlock, module) {
   bind_sandbox(module);
   bind_router(module);
   bind_outputs(module);
+  bind_paths(module);
   bind_host_tools(module);
   bind_tool_binding(module);
   bind_conformance(module);

@@ -6,7 +6,11 @@
 
 #include <pybind11/stl.h>
 
+#include <array>
+
+#include "airlock/errors.hpp"
 #include "airlock/json.hpp"
+#include "airlock/outputs.hpp"
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "records.hpp"
@@ -45,11 +49,83 @@ std::string transfer_limits_repr(const TransferLimits& limits) {
          ", max_files=" + std::to_string(limits.max_files) + ")";
 }
 
+// A count: an int (a bool is not one) is required — anything else is a TypeError, as in the
+// reference; a negative or oversized int is a value out of range (InvalidArgument).
+std::uint64_t count_from_python(py::handle value, const std::string& what) {
+  if (py::isinstance<py::bool_>(value) || !py::isinstance<py::int_>(value)) {
+    throw py::type_error(what + ": expected an int, got " + type_name_of(value));
+  }
+  const auto number = py::reinterpret_borrow<py::int_>(value);
+  if (number < py::int_(0)) {
+    throw InvalidArgument(
+        what + ": expected a non-negative integer, got " + std::string(py::str(value)), what);
+  }
+  try {
+    return number.cast<std::uint64_t>();
+  } catch (const py::cast_error&) {
+    throw InvalidArgument(what + ": " + std::string(py::str(value)) + " is larger than 2^64-1",
+                          what);
+  }
+}
+
 TransferLimits make_transfer_limits(py::handle per_file, py::handle total, py::handle files) {
-  json::Json value = {{"max_bytes_per_file", to_json_value(per_file, "max_bytes_per_file")},
-                      {"max_total_bytes", to_json_value(total, "max_total_bytes")},
-                      {"max_files", to_json_value(files, "max_files")}};
-  return json::parse_transfer_limits(value, "TransferLimits");
+  return TransferLimits{count_from_python(per_file, "TransferLimits.max_bytes_per_file"),
+                        count_from_python(total, "TransferLimits.max_total_bytes"),
+                        count_from_python(files, "TransferLimits.max_files")};
+}
+
+// An artifact name or guest path carried by a record. Its bytes must be text: a str holding a
+// lone surrogate is refused here as the name rule it breaks, never as pybind's encoding error.
+std::string record_name(py::handle value, const std::string& what) {
+  std::string bytes = name_bytes(value, what);
+  validate_artifact_name_encoding(bytes);
+  return bytes;
+}
+
+// Program output as bytes: a str is taken as UTF-8, bytes verbatim.
+std::string output_bytes(py::handle value, const std::string& what) {
+  if (py::isinstance<py::bytes>(value))
+    return std::string(py::reinterpret_borrow<py::bytes>(value));
+  return utf8_text(value, what);
+}
+
+// The reference's SandboxSpec is a positional dataclass: this is its field order (our
+// `resources` extension comes last), so SandboxSpec("codeact", "python:3.12") means what it
+// means there.
+constexpr std::array<const char*, 16> kSpecFieldOrder = {
+    "kind",         "image",         "image_id",
+    "egress_allow", "work_dir",      "labels",
+    "requires",     "min_isolation", "declared_outputs",
+    "files_in",     "files_out",     "outputs_named_at_call_time",
+    "identities",   "egress",        "requires_os_family",
+    "resources"};
+
+// The wire form with its keys in the field order above (the JSON object itself is sorted).
+py::dict spec_to_dict(const SandboxSpec& spec) {
+  const json::Json fields = json::to_json(spec);
+  py::dict out;
+  for (const char* field : kSpecFieldOrder) out[field] = from_json_value(fields.at(field));
+  return out;
+}
+
+py::dict spec_arguments(const py::args& args, const py::kwargs& keywords) {
+  if (args.size() > kSpecFieldOrder.size()) {
+    throw py::type_error("SandboxSpec takes at most " + std::to_string(kSpecFieldOrder.size()) +
+                         " positional arguments (" + std::to_string(args.size()) + " given)");
+  }
+  py::dict fields;
+  for (std::size_t i = 0; i < args.size(); ++i) fields[kSpecFieldOrder[i]] = args[i];
+  for (auto [key, item] : keywords) {
+    if (fields.contains(key)) {
+      throw py::type_error("SandboxSpec got multiple values for argument '" +
+                           std::string(py::str(key)) + "'");
+    }
+    fields[key] = item;
+  }
+  if (!fields.contains("kind")) {
+    throw py::type_error("SandboxSpec missing 1 required argument: 'kind'");
+  }
+  return fields;
 }
 
 // Keywords → the JSON wire form. None means "the default", exactly as null does on the wire.
@@ -172,6 +248,13 @@ void bind_records(py::module_& module) {
       .def_property_readonly("files_in", [](const SandboxLimits& l) { return l.files_in; })
       .def_property_readonly("files_out", [](const SandboxLimits& l) { return l.files_out; })
       .def("__eq__", [](const SandboxLimits& a, const SandboxLimits& b) { return a == b; })
+      .def("__hash__",
+           [](const SandboxLimits& l) {
+             return py::hash(py::make_tuple(l.files_in.max_bytes_per_file,
+                                            l.files_in.max_total_bytes, l.files_in.max_files,
+                                            l.files_out.max_bytes_per_file,
+                                            l.files_out.max_total_bytes, l.files_out.max_files));
+           })
       .def("_airlock_json",
            [](const SandboxLimits& l) { return from_json_value(json::to_json(l)); })
       .def("__repr__", [](const SandboxLimits& l) {
@@ -184,11 +267,15 @@ void bind_records(py::module_& module) {
       .def(py::init([](py::handle path, py::handle disposition, py::handle media_type,
                        py::handle required, py::handle name) {
              py::dict fields;
-             fields["path"] = path;
+             // The names cross as text or not at all; the other name rules are collect_outputs'
+             // (phase 2), exactly as for an output read from a spec document.
+             fields["path"] = py::str(record_name(path, "DeclaredOutput.path"));
              fields["disposition"] = disposition;
              fields["media_type"] = media_type;
              fields["required"] = required;
-             fields["name"] = name;
+             fields["name"] = name.is_none()
+                                  ? py::object(py::none())
+                                  : py::object(py::str(record_name(name, "DeclaredOutput.name")));
              return json::parse_declared_output(spec_json_from_keywords(fields), "DeclaredOutput");
            }),
            py::arg("path"), py::arg("disposition") = py::str("land"),
@@ -202,6 +289,11 @@ void bind_records(py::module_& module) {
       .def_property_readonly("name", [](const DeclaredOutput& o) { return o.name; })
       .def_property_readonly("delivered_name", &DeclaredOutput::delivered_name)
       .def("__eq__", [](const DeclaredOutput& a, const DeclaredOutput& b) { return a == b; })
+      .def("__hash__",
+           [](const DeclaredOutput& o) {
+             return py::hash(py::make_tuple(o.path, std::string(to_string(o.disposition)),
+                                            o.media_type, o.required, o.name));
+           })
       .def("_airlock_json",
            [](const DeclaredOutput& o) { return from_json_value(json::to_json(o)); })
       .def("__repr__", [](const DeclaredOutput& o) {
@@ -216,14 +308,15 @@ void bind_records(py::module_& module) {
                           "What a sandbox of one kind needs. Keyword construction, validated "
                           "once: an unknown field, value or type raises InvalidArgument "
                           "(a ValueError) naming the field.")
-      .def(py::init([](py::kwargs keywords) {
-        return json::parse_spec(spec_json_from_keywords(keywords), "SandboxSpec");
+      .def(py::init([](const py::args& args, const py::kwargs& keywords) {
+        return json::parse_spec(spec_json_from_keywords(spec_arguments(args, keywords)),
+                                "SandboxSpec");
       }))
       .def_static(
           "from_dict",
           [](py::dict fields) { return json::parse_spec(spec_json_from_keywords(fields), "spec"); },
           py::arg("fields"))
-      .def("to_dict", [](const SandboxSpec& s) { return from_json_value(json::to_json(s)); })
+      .def("to_dict", &spec_to_dict)
       .def("_airlock_json", [](const SandboxSpec& s) { return from_json_value(json::to_json(s)); })
       .def(
           "replace",
@@ -274,20 +367,36 @@ void bind_records(py::module_& module) {
                         const SandboxSpec& b) { return json::to_json(a) == json::to_json(b); })
       .def("__repr__", [](const SandboxSpec& s) {
         std::string out = "SandboxSpec(";
-        bool first = true;
-        const json::Json fields = json::to_json(s);  // items() must not outlive it
-        for (const auto& [field, value] : fields.items()) {
-          out += (first ? "" : ", ") + field + "=" + value.dump();
-          first = false;
+        const json::Json fields = json::to_json(s);
+        for (std::size_t i = 0; i < kSpecFieldOrder.size(); ++i) {
+          out += std::string(i == 0 ? "" : ", ") + kSpecFieldOrder[i] + "=" +
+                 fields.at(kSpecFieldOrder[i]).dump();
         }
         return out + ")";
       });
 
-  py::class_<SandboxEntry>(module, "SandboxEntry", "One guest entry as a stat describes it.")
+  py::class_<SandboxEntry>(module, "SandboxEntry",
+                           "One guest entry as a stat describes it: (path, kind, size_bytes), "
+                           "all required; size_bytes None fails closed.")
+      .def(py::init([](py::handle path, py::handle kind, py::handle size_bytes) {
+             SandboxEntry entry;
+             entry.path = utf8_text(path, "SandboxEntry.path");
+             entry.kind =
+                 parse_entry_kind(enum_text(kind, "SandboxEntry.kind"), "SandboxEntry.kind");
+             if (!size_bytes.is_none()) {
+               entry.size_bytes = count_from_python(size_bytes, "SandboxEntry.size_bytes");
+             }
+             return entry;
+           }),
+           py::arg("path"), py::arg("kind"), py::arg("size_bytes"))
       .def_property_readonly("path", [](const SandboxEntry& e) { return e.path; })
       .def_property_readonly("kind", [](const SandboxEntry& e) { return to_python(e.kind); })
       .def_property_readonly("size_bytes", [](const SandboxEntry& e) { return e.size_bytes; })
       .def("__eq__", [](const SandboxEntry& a, const SandboxEntry& b) { return a == b; })
+      .def("__hash__",
+           [](const SandboxEntry& e) {
+             return py::hash(py::make_tuple(e.path, std::string(to_string(e.kind)), e.size_bytes));
+           })
       .def("__repr__", [](const SandboxEntry& e) {
         return "SandboxEntry(path=" + quoted(e.path) + ", kind='" + std::string(to_string(e.kind)) +
                "', size_bytes=" + optional_repr(e.size_bytes) + ")";
@@ -296,6 +405,14 @@ void bind_records(py::module_& module) {
   py::class_<ExecResult>(module, "ExecResult",
                          "What a command produced: exact bytes, and text views decoded with "
                          "U+FFFD replacement.")
+      .def(py::init([](py::handle stdout_value, py::handle stderr_value, int exit_code) {
+             ExecResult result;
+             result.stdout_bytes = output_bytes(stdout_value, "ExecResult.stdout");
+             result.stderr_bytes = output_bytes(stderr_value, "ExecResult.stderr");
+             result.exit_code = exit_code;
+             return result;
+           }),
+           py::arg("stdout"), py::arg("stderr") = py::str(""), py::arg("exit_code") = 0)
       .def_property_readonly("stdout", &ExecResult::stdout_text)
       .def_property_readonly("stderr", &ExecResult::stderr_text)
       .def_property_readonly("stdout_bytes",
@@ -312,16 +429,27 @@ void bind_records(py::module_& module) {
       });
 
   py::class_<Artifact>(module, "Artifact", "One pulled file on its way to a sink.")
-      .def(py::init([](std::string name, py::bytes content, std::string kind,
+      .def(py::init([](py::handle name, py::bytes content, std::string kind,
                        std::optional<std::string> media_type) {
-             return Artifact{std::move(name), std::string(content), std::move(kind),
-                             std::move(media_type)};
+             // Only the encoding is judged here: the other name rules, and where the name lands,
+             // are the sink's own checks.
+             return Artifact{record_name(name, "Artifact.name"), std::string(content),
+                             std::move(kind), std::move(media_type)};
            }),
            py::arg("name"), py::arg("content"), py::arg("kind"), py::arg("media_type") = py::none())
       .def_property_readonly("name", [](const Artifact& a) { return a.name; })
       .def_property_readonly("content", [](const Artifact& a) { return py::bytes(a.content); })
       .def_property_readonly("kind", [](const Artifact& a) { return a.kind; })
       .def_property_readonly("media_type", [](const Artifact& a) { return a.media_type; })
+      .def("__eq__",
+           [](const Artifact& a, const Artifact& b) {
+             return a.name == b.name && a.content == b.content && a.kind == b.kind &&
+                    a.media_type == b.media_type;
+           })
+      .def("__hash__",
+           [](const Artifact& a) {
+             return py::hash(py::make_tuple(a.name, py::bytes(a.content), a.kind, a.media_type));
+           })
       .def("__repr__", [](const Artifact& a) {
         return "Artifact(name=" + quoted(a.name) + ", " + std::to_string(a.content.size()) +
                " bytes, kind=" + quoted(a.kind) + ")";
@@ -336,6 +464,14 @@ void bind_records(py::module_& module) {
       .def_property_readonly("name", [](const LandedArtifact& a) { return a.name; })
       .def_property_readonly("display", [](const LandedArtifact& a) { return a.display; })
       .def_property_readonly("handle", [](const LandedArtifact& a) { return a.handle; })
+      .def("__eq__",
+           [](const LandedArtifact& a, const LandedArtifact& b) {
+             return a.name == b.name && a.display == b.display && a.handle == b.handle;
+           })
+      .def("__hash__",
+           [](const LandedArtifact& a) {
+             return py::hash(py::make_tuple(a.name, a.display, a.handle));
+           })
       .def("__repr__", [](const LandedArtifact& a) {
         // The handle may carry a credential: never in a repr.
         return "LandedArtifact(name=" + quoted(a.name) + ", display=" + quoted(a.display) + ")";
@@ -351,6 +487,11 @@ void bind_records(py::module_& module) {
 
   py::class_<ReclaimFailure>(module, "ReclaimFailure",
                              "A call-owned guest path that was not removed (data retention).")
+      .def(py::init([](std::string tool, py::handle key, std::string path, std::string reason) {
+             return ReclaimFailure{std::move(tool), key_from_python(key), std::move(path),
+                                   std::move(reason)};
+           }),
+           py::arg("tool"), py::arg("key"), py::arg("path"), py::arg("reason"))
       .def_property_readonly("tool", [](const ReclaimFailure& f) { return f.tool; })
       .def_property_readonly("key", [](const ReclaimFailure& f) { return f.key; })
       .def_property_readonly("path", [](const ReclaimFailure& f) { return f.path; })

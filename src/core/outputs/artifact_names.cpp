@@ -165,7 +165,7 @@ void validate_artifact_name(std::string_view name) {
       refuse(name, "control-character", "it contains an ASCII control character");
     }
   }
-  if (!is_valid_utf8(name)) refuse(name, "utf8", "it is not valid UTF-8");
+  validate_artifact_name_encoding(name);
   if (name.size() > kMaxArtifactNameBytes) {
     refuse(name, "length",
            "it is " + std::to_string(name.size()) + " bytes of UTF-8; the limit is " +
@@ -173,8 +173,16 @@ void validate_artifact_name(std::string_view name) {
   }
 }
 
+void validate_artifact_name_encoding(std::string_view name) {
+  if (!is_valid_utf8(name)) {
+    refuse(name, "utf8",
+           "it is not encodable as UTF-8 (a lone surrogate, an encoded surrogate, an overlong or "
+           "a malformed sequence)");
+  }
+}
+
 std::string nfc_compose(std::string_view name) {
-  if (!is_valid_utf8(name)) refuse(name, "utf8", "it is not valid UTF-8");
+  validate_artifact_name_encoding(name);
   if (name.empty()) return {};
   utf8proc_uint8_t* composed = nullptr;
   const auto length =
@@ -194,6 +202,9 @@ std::string artifact_collision_key(std::string_view name) {
 }
 
 std::string portable_name(std::string_view name) {
+  // The rewrite works on characters; bytes that are none would come out as a name no host
+  // text can hold.
+  validate_artifact_name_encoding(name);
   std::string out;
   std::size_t start = 0;
   while (true) {

@@ -44,6 +44,24 @@ struct PlannedOutput {
   std::string delivered;  // the landing spelling; empty for `consume`
 };
 
+// Two landing outputs that would land as one file. Both declared paths are named — the
+// delivered spelling alone can be the same string twice — and the message says whether the
+// delivered names are identical or differ only by case or Unicode form.
+ArtifactNameCollision collision(const PlannedOutput& earlier, const PlannedOutput& later) {
+  const bool identical = earlier.delivered == later.delivered;
+  const std::string outputs = "declared outputs " + detail::printable_name(earlier.output->path) +
+                              " and " + detail::printable_name(later.output->path) +
+                              " would land as one file: ";
+  if (identical) {
+    return ArtifactNameCollision(
+        outputs + "both are delivered as " + detail::printable_name(later.delivered), "identical");
+  }
+  return ArtifactNameCollision(
+      outputs + "their delivered names " + detail::printable_name(earlier.delivered) + " and " +
+          detail::printable_name(later.delivered) + " differ only by case or Unicode form",
+      "case-or-unicode-form");
+}
+
 }  // namespace
 
 // ---- the tally -------------------------------------------------------------------------------
@@ -89,14 +107,23 @@ bool spec_lands_artifacts(const SandboxSpec& spec) {
 OutputSinkRequired missing_sink_refusal(const SandboxSpec& spec,
                                         const std::vector<DeclaredOutput>& landing,
                                         std::string_view asked_by) {
+  // Every landing output is named by its path (and its landing name when that differs), up to
+  // a bound: a spec with hundreds of outputs must not make a message of hundreds of lines.
+  constexpr std::size_t kNamed = 5;
   std::string names;
-  for (std::size_t i = 0; i < landing.size() && i < 5; ++i) {
-    names += (i == 0 ? "" : ", ") + detail::printable_name(landing[i].delivered_name());
+  for (std::size_t i = 0; i < landing.size() && i < kNamed; ++i) {
+    names += (i == 0 ? "" : ", ") + detail::printable_name(landing[i].path);
+    if (landing[i].name && *landing[i].name != landing[i].path) {
+      names += " (as " + detail::printable_name(*landing[i].name) + ")";
+    }
   }
-  if (landing.size() > 5) names += ", …";
-  std::string what =
-      landing.empty() ? std::string("names artifacts at call time")
-                      : "lands " + std::to_string(landing.size()) + " artifact(s) (" + names + ")";
+  if (landing.size() > kNamed) names += " and " + std::to_string(landing.size() - kNamed) + " more";
+  std::string what;
+  if (!landing.empty()) what = "lands " + names;
+  if (spec.outputs_named_at_call_time()) {
+    what += std::string(what.empty() ? "lands" : " and") + " outputs named at call time";
+  }
+  if (what.empty()) what = "lands nothing";  // a caller asked without cause; still say so
   return OutputSinkRequired("the '" + spec.kind() + "' workload " + what + ", but " +
                                 std::string(asked_by) +
                                 " has no output sink to deliver them to; wire a sink (e.g. "
@@ -144,14 +171,7 @@ std::vector<LandedArtifact> collect_outputs(Sandbox& sandbox, const SandboxSpec&
       if (plan.delivered != output.path) validate_artifact_name(plan.delivered);
       const std::string key = artifact_collision_key(plan.delivered);
       if (auto [found, inserted] = keys.emplace(key, planned.size()); !inserted) {
-        const std::string& earlier = planned[found->second].delivered;
-        const bool identical = earlier == plan.delivered;
-        throw ArtifactNameCollision(
-            "artifacts " + detail::printable_name(earlier) + " and " +
-                detail::printable_name(plan.delivered) +
-                (identical ? " are the same name"
-                           : " differ only by case or Unicode form and would land as one file"),
-            identical ? "identical" : "case-or-unicode-form");
+        throw collision(planned[found->second], plan);
       }
     }
     planned.push_back(std::move(plan));

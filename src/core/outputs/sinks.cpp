@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 #include "base/openat2.hpp"
 #include "base/syscall_error.hpp"
 #include "base/unique_fd.hpp"
@@ -59,6 +60,16 @@ std::vector<std::string> split_name(const std::string& name) {
                            "landing-root");
 }
 
+// Whether `name`, taken beneath the root, would resolve outside it: an absolute name, or one
+// whose `..` segments climb above the root. The sink may be handed artifacts a host built
+// itself, not only ones collect_outputs validated, so this is the sink's own check, judged
+// before the name rules — an escape is reported as an escape, not as a badly spelled name.
+bool escapes_the_root(const std::string& name) {
+  if (!name.empty() && name.front() == '/') return true;
+  const std::string resolved = normalize_guest_path(name);
+  return resolved == ".." || resolved.rfind("../", 0) == 0;
+}
+
 // `syscall` names the call that failed where its errno alone would mislead (ENOSYS: openat2).
 [[noreturn]] void fail(const std::string& name, const std::string& what, int error,
                        std::string_view syscall = {}) {
@@ -89,6 +100,12 @@ void write_all(int fd, const std::string& content, const std::string& name) {
 
 LandedArtifact land(const SinkState& state, const Artifact& artifact) {
   const std::string& name = artifact.name;
+  if (escapes_the_root(name)) {
+    // Neither the root nor the destination is named: both are host paths a model may not see.
+    throw LandingNotConfined("artifact " + detail::printable_name(name) +
+                                 " was not landed: its name resolves outside the landing root",
+                             "landing-root");
+  }
   validate_artifact_name(name);
   const std::vector<std::string> parts = split_name(name);
 

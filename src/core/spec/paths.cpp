@@ -41,6 +41,13 @@ void check_working_directory(std::string_view working_directory) {
 
 }  // namespace
 
+bool is_windows_absolute_path(std::string_view path) noexcept {
+  if (path.size() < 3) return false;
+  const char drive = path[0];
+  const bool letter = (drive >= 'A' && drive <= 'Z') || (drive >= 'a' && drive <= 'z');
+  return letter && path[1] == ':' && (path[2] == '/' || path[2] == '\\');
+}
+
 std::string normalize_guest_path(std::string_view path) {
   if (path.empty()) return ".";
   const bool absolute = path.front() == '/';

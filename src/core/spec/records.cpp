@@ -1,7 +1,5 @@
 #include "airlock/records.hpp"
 
-#include "airlock/paths.hpp"
-
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -47,13 +45,38 @@ SandboxSpec::SandboxSpec(Fields fields) : fields_(std::move(fields)) {
                             "spec.egress_allow");
     }
   }
+  check_work_dir();
+}
+
+void SandboxSpec::check_work_dir() {
   const std::string& work_dir = fields_.work_dir;
-  if (work_dir.empty() || work_dir.front() != '/') {
-    throw InvalidArgument("spec.work_dir: \"" + work_dir + "\" is not an absolute guest path",
+  if (work_dir.find('\0') != std::string::npos) {
+    throw InvalidArgument("spec.work_dir: a guest path may not contain a NUL byte",
                           "spec.work_dir");
   }
-  if (work_dir.find('\0') != std::string::npos || work_dir.find('\\') != std::string::npos) {
-    throw InvalidArgument("spec.work_dir: a guest path may contain neither NUL nor a backslash",
+  // A Windows guest's work dir is written in its own grammar ("C:/work", "D:\\work"). It is
+  // accepted only where the spec asks for that family, and kept exactly as written: POSIX
+  // normalisation would corrupt it, and no POSIX file plane may ever be handed one.
+  if (fields_.requires_os_family == OsFamily::windows && is_windows_absolute_path(work_dir)) {
+    return;
+  }
+  if (is_windows_absolute_path(work_dir)) {
+    throw InvalidArgument("spec.work_dir: \"" + work_dir +
+                              "\" is a Windows drive path, which only a spec asking for the "
+                              "windows family (requires_os_family) may use",
+                          "spec.work_dir");
+  }
+  if (work_dir.empty() || work_dir.front() != '/') {
+    throw InvalidArgument(
+        "spec.work_dir: \"" + work_dir + "\" is not an absolute guest path" +
+            (fields_.requires_os_family == OsFamily::windows
+                 ? std::string(" (a windows guest's is a drive path such as C:/work, or an "
+                               "absolute POSIX path)")
+                 : std::string()),
+        "spec.work_dir");
+  }
+  if (work_dir.find('\\') != std::string::npos) {
+    throw InvalidArgument("spec.work_dir: a POSIX guest path may not contain a backslash",
                           "spec.work_dir");
   }
   // Normalised once, here: every backend, the daemon and the file planes compare against the
