@@ -76,6 +76,7 @@ portable_name = _airlock.portable_name
 
 describe_probes = _airlock.describe_probes
 run_conformance = _airlock.run_conformance
+measure_files_delete_probes = _airlock.measure_files_delete_probes
 
 HostToolDeclaration = _airlock.HostToolDeclaration
 DispatchResult = _airlock.DispatchResult

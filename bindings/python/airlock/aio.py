@@ -117,3 +117,9 @@ async def run_conformance(sandbox, suite, **options):
     from . import _airlock
     target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
     return await asyncio.to_thread(_airlock.run_conformance, target, suite, **options)
+
+
+async def measure_files_delete_probes(sandbox, **options):
+    from . import _airlock
+    target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
+    return await asyncio.to_thread(_airlock.measure_files_delete_probes, target, **options)
