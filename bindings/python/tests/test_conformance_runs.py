@@ -60,7 +60,8 @@ def test_a_failed_run_raises_conformance_failure_with_results_failures_and_a_cou
     assert len(failure.results) == 20
     assert outcomes(failure.results)["a-link-is-never-read"] == "passed"
     assert [f["probe"] for f in failure.failures] == [
-        "files_out/a-legitimate-read-still-works", "files_out/a-path-of-4096-bytes-is-refused-cleanly"]
+        "files_out/a-legitimate-read-still-works",
+        "files_out/a-path-of-4096-bytes-is-refused-cleanly"]
     assert failure.failures[0]["why"].startswith("stat gives a regular file")
     assert "size 3" in failure.failures[0]["failure"]
     assert [r["probe"] for r in failure.results if r["outcome"] == "failed"] == [
