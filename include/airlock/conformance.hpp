@@ -27,8 +27,11 @@
 //   - a probe needing a capability *besides* the gate (files_list within files_out, exec for
 //     the race probes) is skipped, and the skip is reported with its reason;
 //   - the exec suite never skips.
-// `measure_files_delete_probes` runs the delete probes with no gate, no skips and no verdict, so
-// a mechanism can be measured before its capability is declared.
+//   - a probe that raises anything but its own assertion fails with "raised <Type>: <message>";
+//   - every probe runs, whatever failed before it.
+// A measurement (RunOptions::measure; `measure_files_delete_probes` for the delete suite) runs
+// the same probes with no gate, no skips and no verdict, so a mechanism can be measured before
+// its capability is declared.
 //
 // Each probe is named as the property it proves. The reference's probes come first, in the
 // reference's order; airlock adds probes where its backends promise more (races, FIFOs, hard
@@ -187,6 +190,25 @@ struct ProbeResult {
   std::string note;    // evidence a probe records, e.g. how many attacks met how many flips
   double milliseconds = 0;
   bool reference = true;  // one of the reference's probes (false: airlock's own)
+  bool measured = false;  // run by a measurement: evidence, not a verdict
+};
+
+// How a run reads what the subject declares.
+//   verdict (default): a suite whose gate the subject does not declare is refused
+//     (InvalidArgument) — a green run that attacked nothing is worse than no run — and a probe
+//     needing another undeclared capability is skipped ("backend does not declare [x]").
+//   measure: no gate and no skips. Every probe runs against whatever the sandbox really does
+//     (an undeclared method answers NotSupported, and that probe fails with it); each result
+//     is marked `measured`, and nothing built from them raises ConformanceFailure
+//     (assert_passed refuses measured results). The suite's shared layout is still planted,
+//     because its probes attack it; files_in and files_delete plant nothing (their probes make
+//     their own fixtures), exec and egress plant only the working directory's `.probe-cwd`.
+struct RunOptions {
+  bool measure = false;
+  // The egress suite's premises (see run_egress_conformance); the other suites ignore them.
+  std::string allowed_url;
+  std::string denied_url;
+  Milliseconds egress_exec_timeout = 30s;
 };
 
 // What a suite would run, for documentation and listings.
@@ -243,7 +265,13 @@ std::filesystem::path locate_isolation_probe(const std::filesystem::path& config
 std::vector<ProbeResult> run_isolation_conformance(ConformanceSubject& subject,
                                                    const IsolationOptions& options = {});
 
-// No gate, no skips, no verdict: results to read, never a ConformanceFailure.
+// A suite by name — files_out, files_in, exec, files_delete, egress — run as `options` says
+// (a verdict run is exactly the run_* of that suite). An unknown name, or the egress suite
+// without both URLs, is InvalidArgument.
+std::vector<ProbeResult> run_conformance(ConformanceSubject& subject, std::string_view suite,
+                                         const RunOptions& options = {});
+
+// The delete suite measured (RunOptions::measure): no gate, no skips, no planting, no verdict.
 std::vector<ProbeResult> measure_files_delete_probes(ConformanceSubject& subject);
 
 // Each runs its suite and throws ConformanceFailure when any probe failed (skips are not
@@ -259,7 +287,9 @@ std::vector<ProbeResult> assert_egress_conformance(ConformanceSubject& subject,
 std::vector<ProbeResult> assert_isolation_conformance(ConformanceSubject& subject,
                                                       const IsolationOptions& options = {});
 
-// Throws ConformanceFailure naming every failed result; returns `results` otherwise.
+// Throws ConformanceFailure ("N of T conformance probes failed: …", each failed probe with
+// what it proves and what happened) when any result failed; returns `results` otherwise.
+// Measured results carry no verdict: InvalidArgument.
 const std::vector<ProbeResult>& assert_passed(const std::vector<ProbeResult>& results);
 
 }  // namespace airlock::conformance

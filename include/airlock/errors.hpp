@@ -356,6 +356,8 @@ class BackendError : public Error {
 
 // ---- conformance ---------------------------------------------------------------------------
 
+// The message says how many of how many probes failed, then each failed probe with what it
+// proves and what happened instead: "2 of 20 conformance probes failed: …".
 class ConformanceFailure : public Error {
  public:
   struct Failed {
@@ -363,11 +365,15 @@ class ConformanceFailure : public Error {
     std::string why;      // what the probe proves
     std::string failure;  // what happened instead
   };
-  explicit ConformanceFailure(std::vector<Failed> failures);
+  // `total`: how many probes the run had (skips included); unset, the failures are the run.
+  explicit ConformanceFailure(std::vector<Failed> failures,
+                              std::optional<std::size_t> total = std::nullopt);
   const std::vector<Failed>& failures() const noexcept { return failures_; }
+  std::size_t total() const noexcept { return total_; }
 
  private:
   std::vector<Failed> failures_;
+  std::size_t total_;
 };
 
 // "<Type>: <message>" plus the backend's detail when there is one — for logs only, never a model.

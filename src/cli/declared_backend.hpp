@@ -14,6 +14,13 @@
 // as a backend's silence does (include/airlock/backend.hpp): capabilities charitable, egress
 // refused, the default transfer limits, no guest shape. Unknown fields are refused.
 //
+// A declaration the router would refuse in a backend is refused by the router here too, by the
+// same check: an isolation that is not a rung of the ladder is BackendNotPermitted (the router
+// is built over it), limits that are not a SandboxLimits ({"files_in": …, "files_out": …}, each
+// a TransferLimits) are TransferLimitsNotPermitted (when the spec is checked) — both naming the
+// backend, and a warning says what was declared. Every other wrong shape is a parse error
+// (InvalidArgument) naming the field.
+//
 // Nothing registers it as a backend type, so no router document (--config, the daemon's, the
 // Python `SandboxRouter`'s) can name it; only `airlock check` builds one. And should a router
 // ever be handed one, `acquire` refuses with NoSandboxBackend before anything is made.
@@ -37,7 +44,8 @@ class DeclaredBackend final : public SandboxBackend {
   Isolation isolation() const override { return isolation_; }
   std::optional<EgressSet> egress_modes() const override { return egress_modes_; }
   std::optional<CapabilitySet> capabilities() const override { return capabilities_; }
-  std::optional<SandboxLimits> limits() const override { return limits_; }
+  // Throws TransferLimitsNotPermitted when the declared limits could not be read.
+  std::optional<SandboxLimits> limits() const override;
   std::optional<OsFamilySet> os_families() const override { return os_families_; }
   const std::string& source() const { return source_; }
 
@@ -60,6 +68,7 @@ class DeclaredBackend final : public SandboxBackend {
   std::optional<EgressSet> egress_modes_;
   std::optional<CapabilitySet> capabilities_;
   std::optional<SandboxLimits> limits_;
+  std::optional<std::string> unreadable_limits_;  // why the declared limits could not be read
   std::optional<OsFamilySet> os_families_;
 };
 

@@ -143,9 +143,9 @@ namespace detail {
 
 std::string describe(const std::exception& error) {
   if (const auto* ours = dynamic_cast<const Error*>(&error)) {
-    return ours->type() + " (" + ours->message() + ")";
+    return ours->type() + ": " + ours->message();
   }
-  return std::string("an exception (") + error.what() + ")";
+  return std::string("exception: ") + error.what();
 }
 
 // ---- the probe context
@@ -189,15 +189,16 @@ std::string ProbeContext::guest_cat(const std::string& path) {
 // ----------------------------------------------------------------------------------
 
 std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan& plan,
-                                   const std::vector<ProbeDefinition>& probes) {
+                                   const std::vector<ProbeDefinition>& probes,
+                                   const RunOptions& options) {
   const CapabilitySet declared = subject.capabilities();
-  if (plan.gate && !declared.contains(*plan.gate)) {
+  if (!options.measure && !declared.contains(plan.gate)) {
     throw InvalidArgument(
         "conformance: the " + plan.suite + " suite needs a subject that declares '" +
-            std::string(to_string(*plan.gate)) + "' (it declares " + to_string(declared) +
-            "); a green run that attacked nothing is "
-            "worse than no run",
-        std::string(to_string(*plan.gate)));
+            std::string(to_string(plan.gate)) + "' (it declares " + to_string(declared) +
+            "); a green run that attacked nothing is worse than no run — measure it instead "
+            "for results without a verdict",
+        std::string(to_string(plan.gate)));
   }
   ProbeContext context(subject, ConformancePaths::under(subject.working_directory()));
   std::vector<ProbeResult> results;
@@ -216,6 +217,7 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
       failed.detail = "planting raised " + describe(error);
       failed.milliseconds =
           std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+      failed.measured = options.measure;
       results.push_back(std::move(failed));
       return results;
     }
@@ -226,8 +228,9 @@ std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan&
     result.probe = probe.name;
     result.why = probe.why;
     result.reference = probe.reference;
+    result.measured = options.measure;
     const CapabilitySet missing = probe.needs.minus(declared);
-    if (plan.skip_unmet_needs && !missing.empty()) {
+    if (!options.measure && !missing.empty()) {
       result.outcome = ProbeOutcome::skipped;
       result.detail = "backend does not declare " + to_string(missing);
       results.push_back(std::move(result));
@@ -302,12 +305,11 @@ RaceCount race(ProbeContext& context, const std::function<bool()>& to_hostile,
   stop = true;
   flipper.join();
   count.flips = flips.load();
-  context.note(std::to_string(count.attacks) + " attacks met " + std::to_string(count.flips) +
-               " flips in " +
-               std::to_string(std::chrono::duration_cast<Milliseconds>(Clock::now() - deadline +
-                                                                       budget)
-                                  .count()) +
-               " ms");
+  context.note(
+      std::to_string(count.attacks) + " attacks met " + std::to_string(count.flips) + " flips in " +
+      std::to_string(
+          std::chrono::duration_cast<Milliseconds>(Clock::now() - deadline + budget).count()) +
+      " ms");
   if (!flip_error.empty())
     context.fail("the race could not be driven: flipping raised " + flip_error);
   if (count.flips < 2 || count.attacks < 2) {
@@ -332,58 +334,108 @@ std::string overlong_path(const ConformancePaths& paths) {
 using detail::run_suite;
 using detail::SuitePlan;
 
-std::vector<ProbeResult> run_files_out_conformance(ConformanceSubject& subject) {
+namespace {
+
+// No backend creates the working directory; the exec and egress suites do.
+void plant_the_working_directory(detail::ProbeContext& context) {
+  context.subject().plant_file(context.work() + "/.probe-cwd", "");
+}
+
+std::vector<ProbeResult> files_out(ConformanceSubject& subject, const RunOptions& options) {
   return run_suite(subject,
-                   {"files_out", Capability::files_out, true,
+                   {"files_out", Capability::files_out,
                     [](detail::ProbeContext& context) { plant_layout(context.subject()); }},
-                   detail::files_out_probes());
+                   detail::files_out_probes(), options);
+}
+
+std::vector<ProbeResult> files_in(ConformanceSubject& subject, const RunOptions& options) {
+  return run_suite(subject, {"files_in", Capability::files_in, nullptr}, detail::files_in_probes(),
+                   options);
+}
+
+std::vector<ProbeResult> exec(ConformanceSubject& subject, const RunOptions& options) {
+  return run_suite(subject, {"exec", Capability::exec, plant_the_working_directory},
+                   detail::exec_probes(), options);
+}
+
+std::vector<ProbeResult> files_delete(ConformanceSubject& subject, const RunOptions& options) {
+  return run_suite(subject, {"files_delete", Capability::files_delete, nullptr},
+                   detail::files_delete_probes(), options);
+}
+
+std::vector<ProbeResult> egress(ConformanceSubject& subject, const RunOptions& options) {
+  if (options.allowed_url.empty() || options.denied_url.empty()) {
+    throw InvalidArgument(
+        "conformance: the egress suite needs an allowed and a denied URL, both answering 2xx "
+        "when reached",
+        "egress");
+  }
+  return run_suite(
+      subject, {"egress", Capability::exec, plant_the_working_directory},
+      detail::egress_probes(options.allowed_url, options.denied_url, options.egress_exec_timeout),
+      options);
+}
+
+}  // namespace
+
+std::vector<ProbeResult> run_files_out_conformance(ConformanceSubject& subject) {
+  return files_out(subject, {});
 }
 
 std::vector<ProbeResult> run_files_in_conformance(ConformanceSubject& subject) {
-  return run_suite(subject, {"files_in", Capability::files_in, true, nullptr},
-                   detail::files_in_probes());
+  return files_in(subject, {});
 }
 
 std::vector<ProbeResult> run_exec_conformance(ConformanceSubject& subject) {
-  return run_suite(subject,
-                   {"exec", Capability::exec, true,
-                    [](detail::ProbeContext& context) {
-                      // No backend creates the working directory; the suite does.
-                      context.subject().plant_file(context.work() + "/.probe-cwd", "");
-                    }},
-                   detail::exec_probes());
+  return exec(subject, {});
 }
 
 std::vector<ProbeResult> run_files_delete_conformance(ConformanceSubject& subject) {
-  return run_suite(subject, {"files_delete", Capability::files_delete, true, nullptr},
-                   detail::files_delete_probes());
+  return files_delete(subject, {});
 }
 
 std::vector<ProbeResult> run_egress_conformance(ConformanceSubject& subject,
                                                 const std::string& allowed_url,
                                                 const std::string& denied_url,
                                                 Milliseconds exec_timeout) {
-  return run_suite(subject,
-                   {"egress", Capability::exec, true,
-                    [](detail::ProbeContext& context) {
-                      context.subject().plant_file(context.work() + "/.probe-cwd", "");
-                    }},
-                   detail::egress_probes(allowed_url, denied_url, exec_timeout));
+  RunOptions options;
+  options.allowed_url = allowed_url;
+  options.denied_url = denied_url;
+  options.egress_exec_timeout = exec_timeout;
+  return egress(subject, options);
+}
+
+std::vector<ProbeResult> run_conformance(ConformanceSubject& subject, std::string_view suite,
+                                         const RunOptions& options) {
+  if (suite == "files_out") return files_out(subject, options);
+  if (suite == "files_in") return files_in(subject, options);
+  if (suite == "exec") return exec(subject, options);
+  if (suite == "files_delete") return files_delete(subject, options);
+  if (suite == "egress") return egress(subject, options);
+  throw InvalidArgument("conformance: unknown suite \"" + std::string(suite) +
+                            "\" (known: egress, exec, files_delete, files_in, files_out)",
+                        "suite");
 }
 
 std::vector<ProbeResult> measure_files_delete_probes(ConformanceSubject& subject) {
-  return run_suite(subject, {"files_delete", std::nullopt, false, nullptr},
-                   detail::files_delete_probes());
+  return files_delete(subject, RunOptions{.measure = true});
 }
 
 const std::vector<ProbeResult>& assert_passed(const std::vector<ProbeResult>& results) {
   std::vector<ConformanceFailure::Failed> failures;
   for (const auto& result : results) {
+    if (result.measured) {
+      throw InvalidArgument(
+          "conformance: " + result.suite + "/" + result.probe +
+              " was measured, and a measurement carries no verdict; run the suite without "
+              "measure to assert it",
+          "measure");
+    }
     if (result.outcome == ProbeOutcome::failed) {
       failures.push_back({result.suite + "/" + result.probe, result.why, result.detail});
     }
   }
-  if (!failures.empty()) throw ConformanceFailure(std::move(failures));
+  if (!failures.empty()) throw ConformanceFailure(std::move(failures), results.size());
   return results;
 }
 

@@ -34,7 +34,7 @@ class ProbeSkipped : public std::exception {
   std::string why_;
 };
 
-// "ConfinementError (message)" for an airlock error, the what() of anything else.
+// "ConfinementError: message" for an airlock error, "exception: what()" for anything else.
 std::string describe(const std::exception& error);
 
 class ProbeContext {
@@ -109,14 +109,17 @@ std::vector<ProbeDefinition> isolation_probe_descriptions();
 
 struct SuitePlan {
   std::string suite;
-  std::optional<Capability> gate;  // nullopt: no gate (measure)
-  bool skip_unmet_needs = true;    // false: every probe runs (measure)
-  // Plants what the suite shares before any probe; nullopt computes the paths only.
+  Capability gate;
+  // Plants what the suite shares before any probe; null computes the paths only.
   std::function<void(ProbeContext&)> plant;
 };
 
+// The runner: the gate (refused when undeclared), the planting, then every probe in order —
+// skipped when it needs an undeclared capability, failed on its assertion or on anything it
+// raises. A measurement checks no gate and skips nothing.
 std::vector<ProbeResult> run_suite(ConformanceSubject& subject, const SuitePlan& plan,
-                                   const std::vector<ProbeDefinition>& probes);
+                                   const std::vector<ProbeDefinition>& probes,
+                                   const RunOptions& options);
 
 // A race: one thread flips an entry between a hostile and a benign state through the guest
 // while this thread attacks it, until `budget` has passed or enough of both happened (1000

@@ -1,5 +1,6 @@
 #include "airlock/errors.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace airlock {
@@ -53,17 +54,23 @@ FileRefused::FileRefused(FileRefusal refusal, std::string path, std::string deta
       detail_(std::move(detail)) {}
 
 namespace {
-std::string conformance_message(const std::vector<ConformanceFailure::Failed>& failures) {
-  std::string message = std::to_string(failures.size()) + " conformance probe(s) failed:";
+std::string conformance_message(const std::vector<ConformanceFailure::Failed>& failures,
+                                std::size_t total) {
+  std::string message = std::to_string(failures.size()) + " of " + std::to_string(total) +
+                        (total == 1 ? " conformance probe failed:" : " conformance probes failed:");
   for (const auto& failed : failures) {
-    message += "\n  - " + failed.probe + ": " + failed.failure + " (proves: " + failed.why + ")";
+    message += "\n  - " + failed.probe + " (" + failed.why + "): " + failed.failure;
   }
   return message;
 }
 }  // namespace
 
-ConformanceFailure::ConformanceFailure(std::vector<Failed> failures)
-    : Error("ConformanceFailure", conformance_message(failures)), failures_(std::move(failures)) {}
+ConformanceFailure::ConformanceFailure(std::vector<Failed> failures,
+                                       std::optional<std::size_t> total)
+    : Error("ConformanceFailure",
+            conformance_message(failures, std::max(total.value_or(0), failures.size()))),
+      failures_(std::move(failures)),
+      total_(std::max(total.value_or(0), failures_.size())) {}
 
 std::string error_detail(const std::exception& error) {
   if (const auto* ours = dynamic_cast<const Error*>(&error)) {

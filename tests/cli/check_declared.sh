@@ -93,6 +93,28 @@ for file in unknown no-rung; do
   fi
 done
 
+# What the router refuses in a backend it refuses in a declaration, by the same check and kind:
+# a rung off the ladder (BackendNotPermitted), limits that are not a SandboxLimits
+# (TransferLimitsNotPermitted) — each naming the backend, never a parse error.
+echo '{"name": "odd", "isolation": "bogus"}' >"$work/bogus-rung.json"
+echo '{"name": "odd", "isolation": "microvm", "egress_modes": ["closed"],
+       "capabilities": ["exec", "files_in", "files_out"],
+       "limits": {"max_bytes_per_file": 1, "max_total_bytes": 1, "max_files": 1}}' \
+  >"$work/bare-limits.json"
+for case in "bogus-rung:isolation-floor:SandboxBackendNotPermitted" \
+  "bare-limits:transfer-limits:SandboxTransferLimitsNotPermitted"; do
+  IFS=: read -r file check type <<<"$case"
+  output=$("$airlock" check --declared "$work/$file.json" --spec "$specs/codeact.json" 2>&1)
+  code=$?
+  if ((code != 125)) || ! grep -qF "refused by check '$check' ($type):" <<<"$output" ||
+    ! grep -qF "sandbox backend 'odd'" <<<"$output"; then
+    fail "a declaration ($file) was not refused by '$check' as $type naming it (exit $code)" \
+      "$output"
+  else
+    echo "ok  check --declared ($file): refused by '$check' ($type)"
+  fi
+done
+
 # Nothing that acquires takes a declaration: not as --declared, not as a router document, not
 # as a backend type.
 for command in "run" "codeact $source_dir/examples/jobs/main_job.py" "conformance" "serve"; do

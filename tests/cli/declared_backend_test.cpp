@@ -130,14 +130,63 @@ TEST(DeclaredBackend, EveryFieldIsCheckedAndNamed) {
   };
   EXPECT_EQ(refusal({{"isolation", "container"}}), "declared.name");
   EXPECT_EQ(refusal({{"name", "x"}}), "declared.isolation");
-  EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "process"}}), "declared.isolation");
   EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "vm"}, {"type", "linux"}}), "declared.type");
   EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "vm"}, {"egress_modes", "closed"}}),
             "declared.egress_modes");
-  EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "vm"}, {"limits", {{"files_up", {}}}}}),
-            "declared.limits.files_up");
+  EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "vm"}, {"os_families", {"beos"}}}),
+            "declared.os_families[0]");
   EXPECT_EQ(refusal(json::Json::array()), "declared");
   EXPECT_EQ(refusal({{"name", "x"}, {"isolation", "vm"}}), "accepted");
+}
+
+// The reference refuses a backend declaring a rung off the ladder with the router's refusal,
+// not a parse error: the router over the declaration is refused, naming the backend.
+TEST(DeclaredBackend, ARungOffTheLadderIsRefusedByTheRouterNamingTheBackend) {
+  for (const json::Json& rung : {json::Json("bogus"), json::Json("process"), json::Json(5)}) {
+    const auto declared = std::make_shared<DeclaredBackend>(
+        json::Json{{"name", "planned"}, {"isolation", rung}}, "planned.json");
+    EXPECT_FALSE(is_known_rung(declared->isolation())) << rung.dump();
+    try {
+      SandboxRouter router({declared}, {.min_isolation = Isolation::none});
+      FAIL() << "a router was built over a declaration of isolation " << rung.dump();
+    } catch (const BackendNotPermitted& refused) {
+      EXPECT_EQ(refused.check(), "isolation-floor");
+      EXPECT_NE(refused.message().find("sandbox backend 'planned'"), std::string::npos)
+          << refused.message();
+      EXPECT_NE(refused.message().find("not a rung of the ladder"), std::string::npos)
+          << refused.message();
+    }
+  }
+}
+
+// Limits that are not a SandboxLimits (a bare TransferLimits, a number) are refused where the
+// reference refuses them — when a spec is checked — as TransferLimitsNotPermitted.
+TEST(DeclaredBackend, UnreadableLimitsAreRefusedAtTheLimitsCheckNamingTheBackend) {
+  const json::Json bare_caps = {
+      {"max_bytes_per_file", 1024}, {"max_total_bytes", 4096}, {"max_files", 4}};
+  for (const json::Json& limits :
+       {bare_caps, json::Json(64), json::Json{{"files_in", {{"max_files", -1}}}}}) {
+    auto declared = std::make_shared<DeclaredBackend>(json::Json{{"name", "planned"},
+                                                                 {"isolation", "microvm"},
+                                                                 {"egress_modes", {"closed"}},
+                                                                 {"limits", limits}},
+                                                      "planned.json");
+    SandboxRouter router({declared});  // construction reads no limits
+    try {
+      router.ensure_can_serve(spec({}));
+      FAIL() << "a spec was served by a declaration of limits " << limits.dump();
+    } catch (const TransferLimitsNotPermitted& refused) {
+      EXPECT_EQ(refused.check(), "transfer-limits");
+      EXPECT_NE(refused.message().find("sandbox backend 'planned'"), std::string::npos)
+          << refused.message();
+      EXPECT_NE(refused.message().find("not a SandboxLimits"), std::string::npos)
+          << refused.message();
+    }
+    // The checks before it still come first: a capability the declaration lacks is named.
+    EXPECT_THROW(router.ensure_can_serve(
+                     spec({.required_capabilities = CapabilitySet{Capability::run_code}})),
+                 CapabilityNotSupported);
+  }
 }
 
 }  // namespace

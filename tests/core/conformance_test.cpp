@@ -139,6 +139,140 @@ TEST(Conformance, MeasuringDeleteProbesNeedsNoGateAndGivesNoVerdict) {
   EXPECT_NE(failures_of(measured), "");
 }
 
+TEST(Conformance, AMeasurementReadsNoGateSkipsNothingAndCarriesNoVerdict) {
+  // Declares neither files_out nor files_list: a verdict run is refused; a measurement runs
+  // every probe — the listing ones included — against what the sandbox really does.
+  Fixture f(CapabilitySet{Capability::exec, Capability::files_in});
+  EXPECT_THROW(run_files_out_conformance(f.subject), InvalidArgument);
+  const auto results = run_conformance(f.subject, "files_out", RunOptions{.measure = true});
+  EXPECT_EQ(results.size(), 20u);
+  for (const auto& result : results) {
+    EXPECT_TRUE(result.measured) << result.probe;
+    EXPECT_NE(result.outcome, ProbeOutcome::skipped) << result.probe << ": " << result.detail;
+  }
+  EXPECT_EQ(by_name(results).at("a-listing-names-its-links").outcome, ProbeOutcome::passed);
+  // A measurement is evidence, not a verdict: nothing asserts it.
+  EXPECT_THROW(assert_passed(results), InvalidArgument);
+  for (const char* suite : {"files_in", "exec", "files_delete"}) {
+    const auto measured = run_conformance(f.subject, suite, {.measure = true});
+    ASSERT_FALSE(measured.empty()) << suite;
+    for (const auto& result : measured) EXPECT_TRUE(result.measured) << result.probe;
+  }
+  EXPECT_THROW(run_conformance(f.subject, "files_up"), InvalidArgument);
+  EXPECT_THROW(run_conformance(f.subject, "egress", {.measure = true}), InvalidArgument);
+}
+
+TEST(Conformance, ASuiteByNameIsThatSuitesVerdictRun) {
+  Fixture f(CapabilitySet{Capability::exec, Capability::files_in, Capability::files_out});
+  const auto named = run_conformance(f.subject, "files_out");
+  ASSERT_EQ(named.size(), 20u);
+  EXPECT_EQ(by_name(named).at("a-listing-names-its-links").outcome, ProbeOutcome::skipped);
+  for (const auto& result : named) EXPECT_FALSE(result.measured) << result.probe;
+  Fixture ungated(CapabilitySet{Capability::exec});
+  EXPECT_THROW(run_conformance(ungated.subject, "files_delete"), InvalidArgument);
+}
+
+TEST(Conformance, AMeasurementOfABrokenMechanismReportsWithoutRaising) {
+  // No files_delete declared, and remove is not implemented: each probe fails with what the
+  // sandbox raised, and nothing is thrown.
+  class NoRemove : public test::ForwardingSandbox {
+   public:
+    using ForwardingSandbox::ForwardingSandbox;
+    void remove(std::string_view, std::string_view, bool) override {
+      throw NotSupported("this backend does not remove");
+    }
+  };
+  NoRemove sandbox(std::make_shared<testing::InProcessSandbox>());
+  PosixGuestSubject subject(sandbox, kWork, CapabilitySet{Capability::exec});
+  std::vector<ProbeResult> results;
+  ASSERT_NO_THROW(results = measure_files_delete_probes(subject));
+  const auto named = by_name(results);
+  EXPECT_EQ(named.at("a-removal-removes").outcome, ProbeOutcome::failed);
+  EXPECT_EQ(named.at("a-removal-removes").detail,
+            "raised NotSupported: this backend does not remove");
+}
+
+TEST(Conformance, TheFailureSummarySaysHowManyOfHowManyFailedAndWhatEachProves) {
+  Fixture f;
+  f.sandbox.on_stat = [&](std::string_view path, std::string_view wd) {
+    if (path == "link-file") return std::optional(SandboxEntry{"link-file", EntryKind::file, 3});
+    return f.memory->stat_file(path, wd);
+  };
+  const auto results = run_files_out_conformance(f.subject);
+  try {
+    assert_passed(results);
+    FAIL() << "a stat that calls a link a file passed";
+  } catch (const ConformanceFailure& failure) {
+    EXPECT_EQ(failure.total(), results.size());
+    ASSERT_EQ(failure.failures().size(), 1u);
+    EXPECT_EQ(failure.message().rfind("1 of 20 conformance probes failed:", 0), 0u)
+        << failure.message();
+    EXPECT_NE(failure.message().find("files_out/a-link-is-named-a-link (stat of a link says "
+                                     "symlink, with no size): "),
+              std::string::npos)
+        << failure.message();
+  }
+  // Built without a total, the failures are the whole run.
+  const ConformanceFailure bare({{"a-probe", "what it proves", "what happened"}});
+  EXPECT_EQ(bare.total(), 1u);
+  EXPECT_EQ(bare.message(),
+            "1 of 1 conformance probe failed:\n  - a-probe (what it proves): what happened");
+}
+
+TEST(Conformance, AProbeThatRaisesFailsWithTheTypeAndMessageAndTheRestStillRun) {
+  Fixture f;
+  f.sandbox.on_stat = [&](std::string_view path,
+                          std::string_view wd) -> std::optional<SandboxEntry> {
+    if (path == "real/inside.txt") throw BackendError("the provider went away");
+    return f.memory->stat_file(path, wd);
+  };
+  const auto results = by_name(run_files_out_conformance(f.subject));
+  EXPECT_EQ(results.size(), 20u);
+  const auto& raised = results.at("a-legitimate-read-still-works");
+  EXPECT_EQ(raised.outcome, ProbeOutcome::failed);
+  EXPECT_EQ(raised.detail, "raised BackendError: the provider went away");
+  EXPECT_EQ(results.at("a-link-is-never-read").outcome, ProbeOutcome::passed);
+  EXPECT_EQ(results.at("a-listing-names-its-links").outcome, ProbeOutcome::passed);
+}
+
+TEST(Conformance, APlainParentMustBeNotADirectoryNotAnEscape) {
+  Fixture f;
+  f.sandbox.on_stat = [&](std::string_view path,
+                          std::string_view wd) -> std::optional<SandboxEntry> {
+    if (path == "plain.txt/deeper.txt") throw ConfinementError("called an escape");
+    return f.memory->stat_file(path, wd);
+  };
+  const auto& plain =
+      by_name(run_files_out_conformance(f.subject)).at("a-plain-parent-is-not-an-escape");
+  EXPECT_EQ(plain.outcome, ProbeOutcome::failed);
+  EXPECT_NE(plain.detail.find("expected NotADirectory"), std::string::npos) << plain.detail;
+}
+
+TEST(Conformance, ATimeoutMustArriveBetweenHalfASecondAndFourSeconds) {
+  Fixture f;
+  f.sandbox.on_exec = [&](const Command& command, const ExecOptions& options) {
+    if (command.arguments() == std::vector<std::string>{"sleep", "30"}) {
+      throw Timeout("gave up at once");  // long before the 1 s the caller allowed
+    }
+    return f.memory->exec(command, options);
+  };
+  const auto& early = by_name(run_exec_conformance(f.subject)).at("a-timeout-raises-timeout-error");
+  EXPECT_EQ(early.outcome, ProbeOutcome::failed);
+  EXPECT_NE(early.detail.find("expected 0.5–4.0 s"), std::string::npos) << early.detail;
+
+  f.sandbox.on_exec = [&](const Command& command, const ExecOptions& options) {
+    if (command.arguments() == std::vector<std::string>{"sleep", "30"}) {
+      throw BackendError("the provider's own ceiling");  // not the caller's timeout
+    }
+    return f.memory->exec(command, options);
+  };
+  const auto& other = by_name(run_exec_conformance(f.subject)).at("a-timeout-raises-timeout-error");
+  EXPECT_EQ(other.outcome, ProbeOutcome::failed);
+  EXPECT_NE(other.detail.find("raised BackendError: the provider's own ceiling; expected Timeout"),
+            std::string::npos)
+      << other.detail;
+}
+
 // ---- the probes can fail ------------------------------------------------------------------------
 
 // Follows links wherever the real sandbox refuses them: the escape every probe exists to catch.

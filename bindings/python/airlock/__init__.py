@@ -87,6 +87,7 @@ refuse_symlinked_parents = _airlock.refuse_symlinked_parents
 
 describe_probes = _airlock.describe_probes
 run_conformance = _airlock.run_conformance
+measure_files_delete_probes = _airlock.measure_files_delete_probes
 
 SandboxTool = _airlock.SandboxTool
 SandboxToolCall = _airlock.SandboxToolCall

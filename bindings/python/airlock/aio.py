@@ -121,6 +121,12 @@ async def run_conformance(sandbox, suite, **options):
     return await asyncio.to_thread(_airlock.run_conformance, target, suite, **options)
 
 
+async def measure_files_delete_probes(sandbox, **options):
+    from . import _airlock
+    target = sandbox.sandbox if isinstance(sandbox, AsyncSandbox) else sandbox
+    return await asyncio.to_thread(_airlock.measure_files_delete_probes, target, **options)
+
+
 from ._host_tools import (  # noqa: E402,F401 — host-tool runs, awaitable
     dispatch_over_exec_async as dispatch_over_exec,
     reclaim_run_async as reclaim_run,

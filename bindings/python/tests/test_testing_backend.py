@@ -32,6 +32,51 @@ def test_unknown_backend_type_and_key_are_named():
         airlock.SandboxRouter({"backends": [{"type": "testing"}], "colour": "blue"})
 
 
+def test_a_rung_off_the_ladder_is_the_routers_refusal_naming_the_backend():
+    for rung in ("bogus", "process", 3):
+        with pytest.raises(airlock.SandboxBackendNotPermitted) as refused:
+            airlock.SandboxRouter({"backends": [{"type": "testing", "name": "odd",
+                                                 "isolation": rung}],
+                                   "min_isolation": "none"})
+        assert isinstance(refused.value, PermissionError)
+        assert refused.value.check == "isolation-floor"
+        assert "sandbox backend 'odd'" in str(refused.value)
+        assert "not a rung of the ladder" in str(refused.value)
+    # Only the selected backend is floor-checked: registered beside it, it is only disposed to.
+    router = airlock.SandboxRouter({"backends": [
+        {"type": "testing", "name": "good", "isolation": "container", "egress_modes": ["closed"]},
+        {"type": "testing", "name": "odd", "isolation": "bogus"}], "min_isolation": "container"})
+    assert router.ensure_can_serve(airlock.SandboxSpec(kind="k"))["backend"] == "good"
+    assert router.describe_backends()[1]["isolation"] == "<not a rung>"
+
+
+def test_limits_that_are_not_sandbox_limits_are_refused_at_the_limits_check():
+    bare = {"max_bytes_per_file": 1024, "max_total_bytes": 4096, "max_files": 4}
+    router = airlock.SandboxRouter({"backends": [{
+        "type": "testing", "name": "odd", "isolation": "container", "egress_modes": ["closed"],
+        "limits": bare}], "min_isolation": "container"})  # construction reads no limits
+    with pytest.raises(airlock.SandboxTransferLimitsNotPermitted) as refused:
+        router.ensure_can_serve(airlock.SandboxSpec(kind="k"))
+    assert isinstance(refused.value, PermissionError)
+    assert refused.value.check == "transfer-limits"
+    assert "sandbox backend 'odd'" in str(refused.value) and "not a SandboxLimits" in \
+        str(refused.value)
+    with pytest.raises(airlock.SandboxTransferLimitsNotPermitted):
+        router.acquire(make_key(), airlock.SandboxSpec(kind="k"))
+    # The checks before it still answer first.
+    with pytest.raises(airlock.SandboxCapabilityNotSupported):
+        router.ensure_can_serve(airlock.SandboxSpec(kind="k", requires={"exec", "run_code"}))
+
+
+def test_other_wrong_shapes_of_a_declaration_are_parse_errors_naming_the_field():
+    for field, value in (("os_families", "posix"), ("os_families", ["beos"]),
+                         ("capabilities", ["exec", "telepathy"]), ("egress_modes", "closed")):
+        with pytest.raises(ValueError, match=field):
+            airlock.SandboxRouter({"backends": [{"type": "testing", "isolation": "container",
+                                                 field: value}],
+                                   "min_isolation": "container"})
+
+
 def test_egress_the_backend_does_not_enforce_is_refused(testing_router):
     spec = airlock.SandboxSpec(kind="k", egress=Egress.ALLOWLIST, egress_allow=["a.example"])
     with pytest.raises(airlock.SandboxEgressNotEnforced) as refused:

@@ -32,7 +32,11 @@ class Emulator : public ::testing::Test {
   }
 
   InProcessSandbox sandbox{
-      InProcessSandboxOptions{{{"python3", "scripted"}}, nullptr, "default", "in-process-1", true}};
+      InProcessSandboxOptions{{{"python3", ExecResult{.stdout_bytes = "scripted"}}},
+                              nullptr,
+                              "default",
+                              "in-process-1",
+                              true}};
 };
 
 TEST_F(Emulator, ArgvRunsAndExitCodesAreFaithful) {
@@ -95,7 +99,7 @@ TEST_F(Emulator, EachExecHasAProcessIdOfItsOwn) {
 TEST(EmulatorFallback, UnemulatedCommandsCanFailLikeAGuestWithoutThem) {
   InProcessSandboxOptions options;
   options.unemulated_not_found = true;
-  options.outputs = {{"python3", "scripted"}};
+  options.outputs = {{"python3", ExecResult{.stdout_bytes = "scripted"}}};
   InProcessSandbox sandbox(options);
   ExecOptions at_root;
   at_root.working_directory = "/";

@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "airlock/encoding.hpp"
+#include "airlock/error_table.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "airlock/testing.hpp"
@@ -33,9 +34,28 @@ void refuse_overlong(const std::string& absolute) {
 
 }  // namespace
 
+std::exception_ptr scripted_error(std::string_view type, const std::string& message) {
+  if (type == "Timeout") return std::make_exception_ptr(Timeout(message));
+  const ErrorKind* kind = find_error_kind(type);
+  if (kind == nullptr || !kind->concrete || kind->raise_example == nullptr) {
+    throw InvalidArgument("\"" + std::string(type) +
+                              "\" is not an airlock error type that can be raised (e.g. Timeout, "
+                              "BackendError, NotFound, SandboxTransferCapExceeded)",
+                          "type");
+  }
+  try {
+    kind->raise_example(message);
+  } catch (...) {
+    return std::current_exception();
+  }
+  throw InvalidArgument("\"" + std::string(type) + "\" raised nothing", "type");
+}
+
 InProcessSandbox::InProcessSandbox(InProcessSandboxOptions options, SandboxKey key,
                                    std::string kind)
-    : options_(std::move(options)), key_(std::move(key)), kind_(std::move(kind)) {}
+    : options_(std::move(options)), key_(std::move(key)), kind_(std::move(kind)) {
+  for (const auto& entry : options_.seeds) seed_locked(entry);
+}
 
 // ---- the in-memory filesystem ----------------------------------------------------------------
 
@@ -86,6 +106,119 @@ void InProcessSandbox::seed_other(const std::string& path) {
   nodes_[absolute] = Node{EntryKind::other, {}, {}, 0644, false};
 }
 
+void InProcessSandbox::seed_locked(const SeedEntry& entry) {
+  if (entry.path.empty() || entry.path.front() != '/') {
+    throw InvalidArgument("seed: '" + entry.path + "' is not an absolute guest path", "seeds");
+  }
+  const std::string absolute = normalize_guest_path(entry.path);
+  if (absolute == "/") throw InvalidArgument("seed: the root cannot be seeded", "seeds");
+  make_parents(absolute);
+  switch (entry.kind) {
+    case EntryKind::file:
+      nodes_[absolute] = Node{EntryKind::file, entry.content, {}, 0644, false};
+      return;
+    case EntryKind::directory:
+      nodes_[absolute] = Node{EntryKind::directory, {}, {}, 0755, false};
+      return;
+    case EntryKind::symlink:
+      nodes_[absolute] = Node{EntryKind::symlink, {}, entry.content, 0777, false};
+      return;
+    case EntryKind::other:
+      nodes_[absolute] = Node{EntryKind::other, {}, {}, 0644, false};
+      return;
+  }
+}
+
+void InProcessSandbox::seed(const SeedEntry& entry) {
+  std::lock_guard lock(mutex_);
+  seed_locked(entry);
+}
+
+// ---- faults ------------------------------------------------------------------------------------
+
+void InProcessSandbox::script_output(std::string marker, ExecResult answer) {
+  std::lock_guard lock(mutex_);
+  for (auto& [known, existing] : options_.outputs) {
+    if (known == marker) {
+      existing = std::move(answer);
+      return;
+    }
+  }
+  options_.outputs.emplace_back(std::move(marker), std::move(answer));
+}
+
+void InProcessSandbox::set_default_stdout(std::string stdout_bytes) {
+  std::lock_guard lock(mutex_);
+  options_.default_stdout = std::move(stdout_bytes);
+}
+
+void InProcessSandbox::set_exec_error(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  options_.raises = std::move(error);
+}
+
+void InProcessSandbox::misreport_size(const std::string& path, std::optional<std::uint64_t> size) {
+  std::lock_guard lock(mutex_);
+  options_.stat_sizes[normalize_guest_path(path)] = size;
+}
+
+void InProcessSandbox::report_true_sizes() {
+  std::lock_guard lock(mutex_);
+  options_.stat_sizes.clear();
+}
+
+void InProcessSandbox::hang_reads(const std::string& path, Milliseconds bound) {
+  if (bound <= Milliseconds(0)) {
+    throw InvalidArgument("hang_reads: the bound must be positive (a hang never lasts forever)",
+                          "bound");
+  }
+  std::lock_guard lock(mutex_);
+  options_.hanging_reads.insert(normalize_guest_path(path));
+  options_.read_hang_bound = bound;
+}
+
+void InProcessSandbox::release_reads() {
+  {
+    std::lock_guard lock(mutex_);
+    options_.hanging_reads.clear();
+    ++release_generation_;
+  }
+  reads_released_.notify_all();
+}
+
+int InProcessSandbox::hanging_reads() const {
+  std::lock_guard lock(mutex_);
+  return hanging_now_;
+}
+
+std::optional<std::uint64_t> InProcessSandbox::reported_size(const std::string& absolute,
+                                                             std::uint64_t real) const {
+  const auto fault = options_.stat_sizes.find(absolute);
+  return fault == options_.stat_sizes.end() ? std::optional<std::uint64_t>(real) : fault->second;
+}
+
+void InProcessSandbox::wait_out_hang(std::unique_lock<std::mutex>& lock,
+                                     const std::string& absolute, std::string_view path) {
+  if (!options_.hanging_reads.contains(absolute)) return;
+  const Milliseconds bound = options_.read_hang_bound;
+  const std::uint64_t generation = release_generation_;
+  ++hanging_now_;
+  const bool released =
+      reads_released_.wait_for(lock, bound, [&] { return release_generation_ != generation; });
+  --hanging_now_;
+  if (!released) {
+    throw Timeout("the read of '" + std::string(path) + "' hung for " +
+                  std::to_string(bound.count()) + " ms (a scripted fault) and was given up");
+  }
+}
+
+std::optional<ExecResult> InProcessSandbox::scripted_answer(std::string_view text) const {
+  for (const auto& [marker, answer] : options_.outputs) {
+    if (text.find(marker) != std::string_view::npos) return answer;
+  }
+  return std::nullopt;
+}
+
 void InProcessSandbox::set_mode(const std::string& path, unsigned mode) {
   std::lock_guard lock(mutex_);
   auto found = nodes_.find(normalize_guest_path(path));
@@ -105,6 +238,11 @@ std::optional<std::string> InProcessSandbox::contents(const std::string& path) c
 bool InProcessSandbox::exists(const std::string& path) const {
   std::lock_guard lock(mutex_);
   return lstat_kind(normalize_guest_path(path)).has_value();
+}
+
+std::optional<EntryKind> InProcessSandbox::kind_of(const std::string& path) const {
+  std::lock_guard lock(mutex_);
+  return lstat_kind(normalize_guest_path(path));
 }
 
 std::vector<RecordedCommand> InProcessSandbox::commands() const {
@@ -132,58 +270,68 @@ void InProcessSandbox::write_file(std::string_view path, std::string_view conten
   nodes_[absolute] = Node{EntryKind::file, std::string(content), {}, 0644, false};
 }
 
-ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& options) {
-  const std::string line = command.display();
-  {
-    std::lock_guard lock(mutex_);
-    commands_.push_back({line, options.working_directory, options.timeout});
-  }
-  if (options_.raises) std::rethrow_exception(options_.raises);
-  if (options_.emulate_commands) {
-    if (auto emulated = Emulator(*this, options).run(command)) return *emulated;
-  }
-  ExecResult result;
-  result.stdout_bytes = options_.default_stdout;
-  bool scripted = false;
-  for (const auto& [marker, output] : options_.outputs) {
-    if (line.find(marker) != std::string::npos) {
-      result.stdout_bytes = output;
-      scripted = true;
-      break;
-    }
-  }
-  if (!scripted && options_.unemulated_not_found) {
-    result.stdout_bytes.clear();
-    result.stderr_bytes = "sh: " + command.arguments().front() +
-                          ": not found (the in-process emulator does not run this command line)\n";
-    result.exit_code = 127;
-  }
-  // A scripted answer is held to a bounded exec's ceiling too.
-  if (options.max_output_bytes && result.stdout_bytes.size() > *options.max_output_bytes) {
+namespace {
+
+// A bounded exec's ceiling holds for a scripted answer too.
+ExecResult within_ceiling(ExecResult result, const ExecOptions& options) {
+  const std::uint64_t size = result.stdout_bytes.size() + result.stderr_bytes.size();
+  if (options.max_output_bytes && size > *options.max_output_bytes) {
     if (options.overflow == OutputOverflow::refuse) {
       throw ExecOutputLimitExceeded(*options.max_output_bytes, true);
     }
-    result.stdout_bytes.resize(*options.max_output_bytes);
+    result.stdout_bytes.resize(
+        std::min<std::size_t>(result.stdout_bytes.size(), *options.max_output_bytes));
+    result.stderr_bytes.resize(std::min<std::size_t>(
+        result.stderr_bytes.size(), *options.max_output_bytes - result.stdout_bytes.size()));
     result.truncated = true;
   }
   return result;
 }
 
+}  // namespace
+
+ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& options) {
+  const std::string line = command.display();
+  std::exception_ptr raises;
+  std::optional<ExecResult> scripted;
+  std::string default_stdout;
+  {
+    std::lock_guard lock(mutex_);
+    commands_.push_back({line, options.working_directory, options.timeout});
+    raises = options_.raises;
+    scripted = scripted_answer(line);
+    default_stdout = options_.default_stdout;
+  }
+  // The reference fake's order: record, raise, then a scripted marker answers.
+  if (raises) std::rethrow_exception(raises);
+  if (scripted) return within_ceiling(std::move(*scripted), options);
+  if (options_.emulate_commands) {
+    if (auto emulated = Emulator(*this, options).run(command)) return *emulated;
+  }
+  ExecResult result;
+  if (options_.unemulated_not_found) {
+    result.stderr_bytes = "sh: " + command.arguments().front() +
+                          ": not found (the in-process emulator does not run this command line)\n";
+    result.exit_code = 127;
+  } else {
+    result.stdout_bytes = std::move(default_stdout);
+  }
+  return within_ceiling(std::move(result), options);
+}
+
 ExecResult InProcessSandbox::run_code(std::string_view code, Milliseconds timeout) {
+  std::exception_ptr raises;
+  std::optional<ExecResult> scripted;
+  ExecResult result;
   {
     std::lock_guard lock(mutex_);
     programs_.push_back({std::string(code), timeout});
+    raises = options_.raises;
+    scripted = scripted_answer(code);
+    result.stdout_bytes = options_.default_stdout;
   }
-  if (options_.raises) std::rethrow_exception(options_.raises);
-  ExecResult result;
-  result.stdout_bytes = options_.default_stdout;
-  for (const auto& [marker, output] : options_.outputs) {
-    if (code.find(marker) != std::string_view::npos) {
-      result.stdout_bytes = output;
-      break;
-    }
-  }
-  return result;
+  if (raises) std::rethrow_exception(raises);
+  return scripted ? *scripted : result;
 }
 
 std::optional<SandboxEntry> InProcessSandbox::stat_file(std::string_view path,
@@ -199,15 +347,18 @@ std::optional<SandboxEntry> InProcessSandbox::stat_file(std::string_view path,
   entry.path = *guest_path_relative_to(absolute, working_directory);
   if (entry.path.empty()) entry.path = ".";
   entry.kind = *kind;
-  if (*kind == EntryKind::file) entry.size_bytes = nodes_.at(absolute).content.size();
+  if (*kind == EntryKind::file) {
+    entry.size_bytes = reported_size(absolute, nodes_.at(absolute).content.size());
+  }
   return entry;
 }
 
 std::string InProcessSandbox::read_file(std::string_view path, std::string_view working_directory,
                                         std::uint64_t max_bytes) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(absolute);
+  wait_out_hang(lock, absolute, path);
   refuse_symlinked_parents([this](const std::string& p) { return lstat_kind(p); }, absolute,
                            working_directory);
   auto kind = lstat_kind(absolute);
@@ -249,7 +400,7 @@ std::vector<SandboxEntry> InProcessSandbox::list_dir(std::string_view path,
     SandboxEntry entry;
     entry.path = *guest_path_relative_to(child, working_directory);
     entry.kind = node.kind;
-    if (node.kind == EntryKind::file) entry.size_bytes = node.content.size();
+    if (node.kind == EntryKind::file) entry.size_bytes = reported_size(child, node.content.size());
     entries.push_back(std::move(entry));
   }
   std::sort(entries.begin(), entries.end(),
@@ -291,8 +442,8 @@ InProcessSandboxBackend::InProcessSandboxBackend(InProcessBackendOptions options
 
 std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire(const SandboxKey& key,
                                                           const SandboxSpec& spec) {
-  if (options_.acquire_error) std::rethrow_exception(options_.acquire_error);
   std::lock_guard lock(mutex_);
+  if (options_.acquire_error) std::rethrow_exception(options_.acquire_error);
   keys_.push_back(key);
   specs_.push_back(spec);
   if (!options_.sandbox_per_key) return shared_;
@@ -308,6 +459,7 @@ std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire(const SandboxKey& key,
 void InProcessSandboxBackend::dispose(const SandboxKey& key) noexcept {
   std::lock_guard lock(mutex_);
   disposed_.push_back(key);
+  if (options_.dispose_fails) return;
   for (auto it = live_.begin(); it != live_.end();) {
     if (std::get<0>(it->first) == key) {
       disposed_instances_.push_back(it->second->instance_id());
@@ -321,6 +473,8 @@ void InProcessSandboxBackend::dispose(const SandboxKey& key) noexcept {
 bool InProcessSandboxBackend::dispose_kind(const SandboxKey& key, std::string_view kind,
                                            std::optional<std::string_view> instance_id) noexcept {
   std::lock_guard lock(mutex_);
+  disposed_kinds_.emplace_back(key, std::string(kind));
+  if (options_.dispose_fails) return false;
   for (auto it = live_.begin(); it != live_.end();) {
     const bool match = std::get<0>(it->first) == key && std::get<1>(it->first) == kind &&
                        (!instance_id || it->second->instance_id() == *instance_id);
@@ -343,6 +497,7 @@ int InProcessSandboxBackend::dispose_scope(std::string_view scope,
   purged_.emplace_back(std::string(scope), thread_id
                                                ? std::optional<std::string>(std::string(*thread_id))
                                                : std::nullopt);
+  if (options_.dispose_fails) return 0;
   int removed = 0;
   for (auto it = live_.begin(); it != live_.end();) {
     const SandboxKey& key = std::get<0>(it->first);
@@ -354,7 +509,36 @@ int InProcessSandboxBackend::dispose_scope(std::string_view scope,
       ++it;
     }
   }
-  return options_.sandbox_per_key ? removed : options_.purge_count;
+  if (options_.purge_count) return *options_.purge_count;
+  return options_.sandbox_per_key ? removed : 1;
+}
+
+std::vector<std::shared_ptr<InProcessSandbox>> InProcessSandboxBackend::live_sandboxes() const {
+  std::lock_guard lock(mutex_);
+  if (!options_.sandbox_per_key) return {shared_};
+  std::vector<std::shared_ptr<InProcessSandbox>> out;
+  for (const auto& [identity, sandbox] : live_) out.push_back(sandbox);
+  return out;
+}
+
+void InProcessSandboxBackend::set_acquire_error(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  options_.acquire_error = std::move(error);
+}
+
+void InProcessSandboxBackend::set_dispose_fails(bool fails) {
+  std::lock_guard lock(mutex_);
+  options_.dispose_fails = fails;
+}
+
+void InProcessSandboxBackend::set_purge_count(std::optional<int> count) {
+  std::lock_guard lock(mutex_);
+  options_.purge_count = count;
+}
+
+std::vector<std::pair<SandboxKey, std::string>> InProcessSandboxBackend::disposed_kinds() const {
+  std::lock_guard lock(mutex_);
+  return disposed_kinds_;
 }
 
 std::vector<SandboxKey> InProcessSandboxBackend::keys() const {

@@ -33,9 +33,27 @@
 // all: it is answered from the scripted `outputs` (a marker matched as a substring of the
 // POSIX-quoted command line), or `default_stdout` with exit code 0 (or exit 127, "not found",
 // with `unemulated_not_found`) — recorded either way.
+//
+// exec, as the reference fake's: it records the command, then throws `raises` if set, then
+// answers from the first scripted marker found in the command line, and only then emulates
+// (or falls back to `default_stdout`). run_code records, raises, matches markers against the
+// program text, and otherwise answers `default_stdout`.
+//
+// Faults a host's tests script, to drive their own failure paths (each settable in the options,
+// at run time through the setters below, from a router document's "testing" backend fields, and
+// from Python through airlock.testing):
+//   - a stat that misreports a file's size, or reports none (stat_file and list_dir);
+//   - a read that hangs until released or until its bound passes (then Timeout);
+//   - an exec / run_code that throws a chosen error (`raises`);
+//   - an acquire that throws (`acquire_error`), a disposal that fails (`dispose_fails`: nothing
+//     is removed, dispose_kind answers false, dispose_scope counts 0);
+//   - scripted answers per marker, and the logs: commands (command, working directory,
+//     timeout), programs, and the backend's acquired keys and specs, disposals and purges.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
@@ -50,6 +68,12 @@
 
 namespace airlock::testing {
 
+// An airlock error of the kind named by its wire type ("Timeout", "BackendError",
+// "SandboxTransferCapExceeded", …) carrying `message`, for a fault to throw later. A Timeout
+// says nothing of a kill (a guest that did not answer); the other kinds are the error table's
+// examples. Throws InvalidArgument for a type that is not a concrete airlock error kind.
+std::exception_ptr scripted_error(std::string_view type, const std::string& message);
+
 struct RecordedCommand {
   std::string command;  // POSIX-quoted for an argv
   std::string working_directory;
@@ -61,9 +85,18 @@ struct RecordedProgram {
   Milliseconds timeout;
 };
 
+// One node planted when a sandbox is made (absolute path; parents become directories).
+struct SeedEntry {
+  std::string path;
+  EntryKind kind = EntryKind::file;
+  std::string content;  // a file's bytes, or a link's target
+};
+
 struct InProcessSandboxOptions {
-  std::map<std::string, std::string> outputs;  // marker → stdout
-  std::exception_ptr raises;                   // thrown by every exec / run_code when set
+  // marker → the answer, tried in order: the first marker that is a substring of the command
+  // line (of the program, for run_code) answers it.
+  std::vector<std::pair<std::string, ExecResult>> outputs;
+  std::exception_ptr raises;  // thrown by every exec / run_code when set (after recording)
   std::string default_stdout;
   std::string instance_id = "in-process-1";
   // Emulate the POSIX vocabulary above (on by default); off = purely scripted answers.
@@ -73,6 +106,14 @@ struct InProcessSandboxOptions {
   // "not found" on stderr, as in a guest that lacks the command (what a conformance run needs:
   // a probe's command that silently "succeeds" could make its attack a no-op).
   bool unemulated_not_found = false;
+  // stat_file and list_dir report this size for the path (absolute) instead of the real one;
+  // nullopt reports none (a size the backend cannot know).
+  std::map<std::string, std::optional<std::uint64_t>> stat_sizes;
+  // read_file of these paths (absolute) hangs until release_reads(), then reads; or until
+  // `read_hang_bound` passes, then throws Timeout — a hung read never hangs a test forever.
+  std::set<std::string> hanging_reads;
+  Milliseconds read_hang_bound{5'000};
+  std::vector<SeedEntry> seeds;
 };
 
 class InProcessSandbox : public Sandbox {
@@ -89,9 +130,24 @@ class InProcessSandbox : public Sandbox {
   // default). The file plane acts with host authority and ignores them, as real backends do.
   void set_mode(const std::string& path, unsigned mode);
 
+  void seed(const SeedEntry& entry);
+
+  // ---- faults, at run time (see the options) -----------------------------------------------
+  void script_output(std::string marker, ExecResult answer);
+  void set_default_stdout(std::string stdout_bytes);
+  void set_exec_error(std::exception_ptr error);  // nullptr: exec answers again
+  void misreport_size(const std::string& path, std::optional<std::uint64_t> size);
+  void report_true_sizes();
+  void hang_reads(const std::string& path, Milliseconds bound);
+  // Every hung read goes on (and reads), and no read hangs any more.
+  void release_reads();
+  // How many reads are hanging right now (so a test can wait for one to be stuck).
+  int hanging_reads() const;
+
   // ---- inspection --------------------------------------------------------------------------
   std::optional<std::string> contents(const std::string& path) const;
   bool exists(const std::string& path) const;
+  std::optional<EntryKind> kind_of(const std::string& path) const;
   std::vector<RecordedCommand> commands() const;
   std::vector<RecordedProgram> programs() const;
 
@@ -125,12 +181,24 @@ class InProcessSandbox : public Sandbox {
   friend class Emulator;
 
   std::optional<EntryKind> lstat_kind(const std::string& absolute) const;  // caller holds mutex_
-  void make_parents(const std::string& absolute);                           // caller holds mutex_
+  void make_parents(const std::string& absolute);                          // caller holds mutex_
+  void seed_locked(const SeedEntry& entry);                                // caller holds mutex_
+  // The size stat and list report for a file (its own, unless a fault says otherwise).
+  std::optional<std::uint64_t> reported_size(const std::string& absolute,
+                                             std::uint64_t real) const;  // caller holds mutex_
+  // Waits out a scripted hang on `absolute`; throws Timeout at its bound.
+  void wait_out_hang(std::unique_lock<std::mutex>& lock, const std::string& absolute,
+                     std::string_view path);
+  // The scripted answer for `text`, if a marker matches (caller holds mutex_).
+  std::optional<ExecResult> scripted_answer(std::string_view text) const;
 
-  InProcessSandboxOptions options_;
+  InProcessSandboxOptions options_;  // the scripted fields change under mutex_
   SandboxKey key_;
   std::string kind_;
   mutable std::mutex mutex_;
+  std::condition_variable reads_released_;
+  std::uint64_t release_generation_ = 0;
+  int hanging_now_ = 0;
   std::map<std::string, Node> nodes_;  // absolute path → node; "/" is implicit
   std::vector<RecordedCommand> commands_;
   std::vector<RecordedProgram> programs_;
@@ -144,7 +212,12 @@ struct InProcessBackendOptions {
   std::optional<SandboxLimits> limits;
   std::optional<OsFamilySet> os_families;
   std::exception_ptr acquire_error;  // thrown by acquire (nothing recorded) when set
-  int purge_count = 1;               // what dispose_scope reports
+  // What dispose_scope reports. Unset: 1 for the shared sandbox (the reference fake's count),
+  // how many went for sandboxes per key.
+  std::optional<int> purge_count;
+  // A disposal that fails: dispose, dispose_kind and dispose_scope record the attempt and
+  // remove nothing; dispose_kind answers false and dispose_scope counts 0.
+  bool dispose_fails = false;
   // false (the reference fake): one sandbox answers every key and kind. true: one per
   // (key, kind, egress posture), like a real backend, with fresh instance ids after dispose.
   bool sandbox_per_key = false;
@@ -171,11 +244,19 @@ class InProcessSandboxBackend : public SandboxBackend {
 
   // The shared sandbox (sandbox_per_key = false), created on construction.
   const std::shared_ptr<InProcessSandbox>& sandbox() const { return shared_; }
+  // Every sandbox handed out and not disposed of (the shared one, or one per key).
+  std::vector<std::shared_ptr<InProcessSandbox>> live_sandboxes() const;
+
+  // ---- faults, at run time -----------------------------------------------------------------
+  void set_acquire_error(std::exception_ptr error);  // nullptr: acquire answers again
+  void set_dispose_fails(bool fails);
+  void set_purge_count(std::optional<int> count);
 
   std::vector<SandboxKey> keys() const;
   std::vector<SandboxSpec> specs() const;
   std::vector<SandboxKey> disposed() const;
   std::vector<std::string> disposed_instances() const;
+  std::vector<std::pair<SandboxKey, std::string>> disposed_kinds() const;  // (key, kind)
   std::vector<std::pair<std::string, std::optional<std::string>>> purged() const;
 
  private:
@@ -189,6 +270,7 @@ class InProcessSandboxBackend : public SandboxBackend {
   std::vector<SandboxSpec> specs_;
   std::vector<SandboxKey> disposed_;
   std::vector<std::string> disposed_instances_;
+  std::vector<std::pair<SandboxKey, std::string>> disposed_kinds_;
   std::vector<std::pair<std::string, std::optional<std::string>>> purged_;
 };
 
