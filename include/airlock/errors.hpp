@@ -33,6 +33,7 @@
 //   ├── ShellTransferUnfinished          a shell road's command end is unknown: condemn the sandbox
 //   ├── NotSupported                     the backend does not implement this (NotImplementedError)
 //   ├── BackendError                     the provider failed for a reason of its own
+//   │   └── BackendNotInstalled          its provider program is not on this host (ImportError)
 //   └── ConformanceFailure               a conformance suite found failed probes
 //
 // Every message names what was refused and, for checks, which check refused it. Messages built
@@ -337,21 +338,47 @@ class NotSupported : public Error {
 // The provider failed for a reason of its own. `what()` is safe to show a model; `detail()`
 // carries the provider's words (status, body, host paths) for logs only. When the failure was a
 // system call's, `code()` is its errno (std::generic_category()) — branch on that, never on the
-// detail's text; otherwise it is empty (`!code()`).
+// detail's text; otherwise it is empty (`!code()`). When the provider answered over HTTP,
+// `response()` holds its status and body — for logs only too (`error_detail` prints them).
 class BackendError : public Error {
  public:
+  struct ProviderResponse {
+    long status = 0;
+    std::string body;
+  };
+
   BackendError(std::string message, std::string detail = {}, std::error_code code = {})
-      : Error("BackendError", std::move(message)), detail_(std::move(detail)), code_(code) {}
+      : BackendError("BackendError", std::move(message), std::move(detail), code) {}
   // A failed system call: `cause.what()` ("pipe2: Too many open files", naming the call and the
   // path it was given) becomes the detail and `cause.code()` the code.
   BackendError(std::string message, const std::system_error& cause)
       : BackendError(std::move(message), cause.what(), cause.code()) {}
+  // The provider's HTTP answer refused the request.
+  BackendError(std::string message, std::string detail, ProviderResponse response)
+      : BackendError(std::move(message), std::move(detail)) {
+    response_ = std::move(response);
+  }
   const std::string& detail() const noexcept { return detail_; }
   const std::error_code& code() const noexcept { return code_; }
+  const std::optional<ProviderResponse>& response() const noexcept { return response_; }
+
+ protected:
+  BackendError(std::string type, std::string message, std::string detail, std::error_code code)
+      : Error(std::move(type), std::move(message)), detail_(std::move(detail)), code_(code) {}
 
  private:
   std::string detail_;
   std::error_code code_;
+  std::optional<ProviderResponse> response_;
+};
+
+// The backend's provider is not installed on this host: the program it drives (the container
+// engine at its configured endpoint, runsc) is not there. The reference reads this as its
+// ImportError: a tool binding answers the model "the sandbox backend is not installed".
+class BackendNotInstalled : public BackendError {
+ public:
+  explicit BackendNotInstalled(std::string message, std::string detail = {})
+      : BackendError("SandboxBackendNotInstalled", std::move(message), std::move(detail), {}) {}
 };
 
 // ---- conformance ---------------------------------------------------------------------------
@@ -376,7 +403,9 @@ class ConformanceFailure : public Error {
   std::size_t total_;
 };
 
-// "<Type>: <message>" plus the backend's detail when there is one — for logs only, never a model.
-std::string error_detail(const std::exception& error);
+// For logs only, never a model: "<Type>: <message>", then " | <detail>" when a BackendError
+// carries one, " | status=<status>" and " | body=<the first 600 characters>" when the provider
+// answered over HTTP. Never throws (on an allocation failure it returns what it has, or "").
+std::string error_detail(const std::exception& error) noexcept;
 
 }  // namespace airlock

@@ -139,7 +139,8 @@ class ScopeGuard {
 class SandboxRouter {
  public:
   // Construction checks: only the selected backend is floor-checked (BackendNotPermitted);
-  // a `selected` name that is not registered raises NoSandboxBackend naming those that are.
+  // a `selected` name that is not registered raises NoSandboxBackend naming those that are,
+  // sorted.
   // No backends at all is allowed: the router is then disabled, and a host attaches no tools.
   explicit SandboxRouter(std::vector<std::shared_ptr<SandboxBackend>> backends,
                          RouterOptions options = {});
@@ -162,7 +163,9 @@ class SandboxRouter {
   // Every check, then the backend's get-or-create. NoSandboxBackend when disabled.
   std::shared_ptr<Sandbox> acquire(const SandboxKey& key, const SandboxSpec& spec);
 
-  // Best-effort, across every registered backend; never throw.
+  // Best-effort, across every registered backend; never throw. A backend's disposal cannot
+  // throw either (noexcept in SandboxBackend): what fails is logged by the backend, and the
+  // others are still reached.
   void dispose(const SandboxKey& key) noexcept;
   bool dispose_kind(const SandboxKey& key, std::string_view kind,
                     std::optional<std::string_view> instance_id = std::nullopt) noexcept;
@@ -210,7 +213,8 @@ class SandboxRouter {
   std::unique_ptr<BackgroundWorker> background_;
 };
 
-// A host's conversation-delete participant: disposes every sandbox of (scope, thread).
+// A host's conversation-delete participant: disposes every sandbox of (scope, thread) on every
+// registered backend, and logs at info how many went when any did. Never throws.
 class SandboxPurger {
  public:
   explicit SandboxPurger(SandboxRouter& router) : router_(router) {}

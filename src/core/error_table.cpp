@@ -88,6 +88,9 @@ constexpr ErrorKind http(std::string_view type, std::string_view parent, int sta
 [[noreturn]] void raise_unfinished(const std::string& m) { throw ShellTransferUnfinished(m, true); }
 [[noreturn]] void raise_not_supported(const std::string& m) { throw NotSupported(m); }
 [[noreturn]] void raise_backend(const std::string& m) { throw BackendError(m, "provider detail"); }
+[[noreturn]] void raise_not_installed(const std::string& m) {
+  throw BackendNotInstalled(m, "provider detail");
+}
 [[noreturn]] void raise_conformance(const std::string& m) {
   throw ConformanceFailure({{"a-probe", "what it proves", m}});
 }
@@ -191,6 +194,9 @@ constexpr std::array kKinds = {
                        raise_not_supported),
     kind<BackendError>("BackendError", "airlock::BackendError", "Error", 502, "BackendError",
                        raise_backend),
+    kind<BackendNotInstalled>("SandboxBackendNotInstalled", "airlock::BackendNotInstalled",
+                              "BackendError", 502, "SandboxBackendNotInstalled",
+                              raise_not_installed),
     kind<ConformanceFailure>("ConformanceFailure", "airlock::ConformanceFailure", "Error", 500,
                              "ConformanceFailure", raise_conformance),
     // the daemon's own

@@ -72,16 +72,36 @@ ConformanceFailure::ConformanceFailure(std::vector<Failed> failures,
       failures_(std::move(failures)),
       total_(std::max(total.value_or(0), failures_.size())) {}
 
-std::string error_detail(const std::exception& error) {
-  if (const auto* ours = dynamic_cast<const Error*>(&error)) {
-    std::string out = ours->type() + ": " + ours->message();
-    if (const auto* backend = dynamic_cast<const BackendError*>(&error);
-        backend != nullptr && !backend->detail().empty()) {
-      out += " | " + backend->detail();
-    }
-    return out;
+namespace {
+// The first `count` characters of UTF-8 text, never cutting one in half.
+std::string first_characters(const std::string& text, std::size_t count) {
+  std::size_t end = 0;
+  for (std::size_t seen = 0; end < text.size(); ++end) {
+    const bool starts_character = (static_cast<unsigned char>(text[end]) & 0xC0) != 0x80;
+    if (starts_character && seen++ == count) break;
   }
-  return std::string("exception: ") + error.what();
+  return text.substr(0, end);
+}
+}  // namespace
+
+std::string error_detail(const std::exception& error) noexcept {
+  constexpr std::size_t kBodyShown = 600;
+  std::string out;
+  try {
+    const auto* ours = dynamic_cast<const Error*>(&error);
+    if (ours == nullptr) return std::string("exception: ") + error.what();
+    out = ours->type() + ": " + ours->message();
+    const auto* backend = dynamic_cast<const BackendError*>(&error);
+    if (backend == nullptr) return out;
+    if (!backend->detail().empty()) out += " | " + backend->detail();
+    if (const auto& response = backend->response()) {
+      out += " | status=" + std::to_string(response->status);
+      if (!response->body.empty()) out += " | body=" + first_characters(response->body, kBodyShown);
+    }
+  } catch (...) {
+    // Out of memory while describing a failure: the log gets what was built so far.
+  }
+  return out;
 }
 
 }  // namespace airlock

@@ -96,6 +96,31 @@ TEST(RouterConstruction, SelectionIsByNameAndAnUnknownNameNamesTheRegisteredOnes
   }
 }
 
+TEST(RouterConstruction, TheRegisteredNamesOfAnUnknownSelectionAreSorted) {
+  auto zeta = container_backend();
+  zeta.name = "zeta";
+  auto alpha = container_backend();
+  alpha.name = "alpha";
+  try {
+    SandboxRouter missing({backend(zeta), backend(alpha)},
+                          {.min_isolation = Isolation::container, .selected = "mu"});
+    FAIL() << "an unregistered name was selected";
+  } catch (const NoSandboxBackend& error) {
+    EXPECT_EQ(error.message(), "sandbox backend 'mu' is not registered (registered: alpha, zeta)");
+  }
+}
+
+TEST(RouterConstruction, WithNoBackendsTheSelectionIsIgnoredAndTheRouterIsDisabled) {
+  SandboxRouter router({}, {.selected = "anything"});
+  EXPECT_FALSE(router.enabled());
+  try {
+    router.acquire(kKey, spec());
+    FAIL() << "a disabled router acquired";
+  } catch (const NoSandboxBackend& error) {
+    EXPECT_EQ(error.message(), "no sandbox backend is configured");
+  }
+}
+
 TEST(RouterConstruction, OnlyTheSelectedBackendIsFloorChecked) {
   auto weak = container_backend();
   weak.name = "weak";

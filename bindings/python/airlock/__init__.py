@@ -18,8 +18,6 @@ codeact kind, and awaitable variants (:mod:`airlock.aio`).
 The GIL is released during every sandbox, router, output and conformance operation.
 """
 
-import contextlib
-import dataclasses
 import enum
 import typing
 
@@ -93,68 +91,16 @@ SandboxTool = _airlock.SandboxTool
 SandboxToolCall = _airlock.SandboxToolCall
 
 
-@contextlib.contextmanager
-def scope(router, scope_name, thread_id):
-    """Dispose a conversation's sandboxes however the block ends.
-
-    Yields a :class:`ScopeDisposal` that reads 0 inside the block; ``disposed`` is set after it.
-    Disposal never raises, so it cannot mask the block's own error."""
-    disposal = ScopeDisposal()
-    try:
-        yield disposal
-    finally:
-        disposal.disposed = router.dispose_scope(scope_name, thread_id)
-
-
-class SandboxPurger:
-    """A host's conversation-delete participant: disposes every sandbox of (scope, thread)."""
-
-    def __init__(self, router):
-        self._router = router
-
-    def purge_scoped_thread(self, scope_name, thread_id):
-        return self._router.dispose_scope(scope_name, thread_id)
-
-
 # ---- host tools -----------------------------------------------------------------------------
 
 from ._host_tools import *  # noqa: E402,F401,F403 — registry, run, declarations, transport helpers
 
 
-# ---- binding a workload as a tool -----------------------------------------------------------
+# ---- binding a workload as a tool (airlock/_binding.py) ------------------------------------
 
-
-@dataclasses.dataclass(frozen=True)
-class CallerContext:
-    """Where a tool call's key comes from: callables read on every call, never values.
-
-    ``current_thread_id`` returning None refuses the call (there is no placeholder key).
-    ``list_files(store)`` pins the names a kind may take from a host file store."""
-
-    current_scope: typing.Callable[[], str]
-    current_thread_id: typing.Callable[[], typing.Optional[str]]
-    list_files: typing.Optional[typing.Callable[[str], typing.List[str]]] = None
-
-
-def sandboxed_tool(router, spec, body, *, context, name, description, agent_dir=None,
-                   approval_mode="never_require", source_integrity="trusted",
-                   outbound_max_confidentiality=None, output_sink=None, also_carries_out=False,
-                   on_reclaim_failure=None, reclaim_timeout=30.0, admission_timeout=30.0):
-    """Bind a workload as a tool a MAF or Deep Agents host wraps into its own tool type.
-
-    ``body(call, arguments) -> str`` gets a :class:`SandboxToolCall` (``key()``,
-    ``acquire(key)``, ``guest_call_path()``, ``condemn()``, ``list_files(store)``) valid only
-    during the call. Returns a :class:`SandboxTool`, or None when the router is absent or
-    disabled (attach nothing). Raises at attach time for a spec the router refuses, a spec that
-    lands artifacts without ``output_sink``, outputs without files_out, or a bad timeout."""
-    return _airlock._sandboxed_tool(
-        router, spec, body, context=context,
-        agent_dir=name if agent_dir is None else agent_dir, name=name, description=description,
-        approval_mode=approval_mode, source_integrity=source_integrity,
-        outbound_max_confidentiality=outbound_max_confidentiality,
-        has_output_sink=output_sink is not None, also_carries_out=also_carries_out,
-        on_reclaim_failure=on_reclaim_failure, reclaim_timeout=reclaim_timeout,
-        admission_timeout=admission_timeout)
+from ._binding import (  # noqa: E402 — after the records it uses
+    CallerContext, SandboxPurger, list_all_files, list_no_files, make_caller_context,
+    reclaim_guest_path, sandbox_tool_declarations, sandboxed_tool, scope)
 
 
 # ---- the codeact kind -----------------------------------------------------------------------

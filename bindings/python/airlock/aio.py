@@ -14,6 +14,7 @@ file transfer or ``run_code`` runs on to its own bound on its thread.
 """
 
 import asyncio
+import contextlib
 import functools
 
 
@@ -100,6 +101,25 @@ class AsyncSandboxRouter:
     async def dispose_scope(self, scope, thread_id=None):
         return await asyncio.to_thread(self._router.dispose_scope, scope, thread_id)
 
+    def scope(self, scope_name, thread_id):
+        """:func:`airlock.aio.scope` over this router."""
+        return scope(self, scope_name, thread_id)
+
+
+@contextlib.asynccontextmanager
+async def scope(router, scope_name, thread_id):
+    """``async with``: dispose a conversation's sandboxes however the block ends.
+
+    Yields a :class:`airlock.ScopeDisposal` that reads 0 inside the block; ``disposed`` is set
+    after it. Disposal never raises, so it cannot mask the block's own error."""
+    from . import _airlock
+    target = router.router if isinstance(router, AsyncSandboxRouter) else router
+    disposal = _airlock.ScopeDisposal()
+    try:
+        yield disposal
+    finally:
+        disposal.disposed = await asyncio.to_thread(target.dispose_scope, scope_name, thread_id)
+
 
 async def collect_outputs(sandbox, spec, sink=None, call_time_outputs=()):
     from . import _airlock
@@ -110,7 +130,8 @@ async def collect_outputs(sandbox, spec, sink=None, call_time_outputs=()):
 
 async def invoke(tool, arguments):
     """Await one call of a SandboxTool (its body runs on a worker thread; a coroutine host tool
-    it dispatches is awaited on this loop)."""
+    it dispatches is awaited on this loop). An exception the body raises is raised here, after
+    the call's guest path was reclaimed."""
     from ._host_tools import _to_thread_serving_this_loop
     return await _to_thread_serving_this_loop(tool.invoke, arguments)
 

@@ -245,6 +245,12 @@ class BackendError(AirlockError, RuntimeError):
     detail = ""
 
 
+class SandboxBackendNotInstalled(BackendError, ImportError):
+    """The backend's provider program (the container engine, runsc) is not on this host."""
+
+    type = "SandboxBackendNotInstalled"
+
+
 class ConformanceFailure(AirlockError, AssertionError):
     """Conformance probes failed: ``failures`` is a list of {probe, why, failure}."""
 

@@ -32,6 +32,15 @@ void bind_router(py::module_& module) {
     return types;
   });
 
+  module.def(
+      "_purge_scoped_thread",
+      [](SandboxRouter& router, const std::string& scope, const std::string& thread_id) {
+        py::gil_scoped_release release;
+        return SandboxPurger(router).purge_scoped_thread(scope, thread_id);
+      },
+      py::arg("router"), py::arg("scope"), py::arg("thread_id"),
+      "SandboxPurger's delete-path step: dispose_scope, logged at info when anything went.");
+
   py::class_<SandboxRouter, std::shared_ptr<SandboxRouter>>(
       module, "SandboxRouter",
       "Picks the backend, refuses an unsafe or unable one before anything runs, and hands out "

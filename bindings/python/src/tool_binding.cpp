@@ -1,13 +1,17 @@
 // sandboxed_tool and the codeact kind for Python hosts.
 //
 // A host wraps the returned SandboxTool in its framework's own tool type (MAF, Deep Agents): the
-// binding reads the key from the host's callables on every call, answers failures with fixed
-// sentences, reclaims the call's guest path however the call ends, and offers the
-// information-flow declarations as a dict.
+// binding reads the key from the host's callables on every call, answers the sandbox ladder's
+// failures with fixed sentences, reclaims the call's guest path however the call ends, and
+// offers the information-flow declarations as a dict.
 //
-// The tool's body may be a Python callable `body(call, arguments) -> str`. `call` is valid only
-// during that invocation: it refers to C++ state that ends with the call, so after the body
-// returns every method raises RuntimeError instead of touching freed memory.
+// The tool's body is a Python callable `body(call, arguments) -> str`. An exception it raises
+// reaches the caller of `invoke` unchanged, after the call was cleaned up. Python's
+// cancellations (a BaseException that is not an Exception: CancelledError, KeyboardInterrupt,
+// SystemExit) cross the C++ core as a `PythonCancellation`, which the core treats as one (a
+// shorter reclaim bound after a cancelled body; a cancelled `on_reclaim_failure` propagates),
+// and are raised again unchanged on the way out. `call` is the call's own handle: once the body
+// has returned, its methods raise RuntimeError.
 #include "airlock/tool_binding.hpp"
 
 #include <pybind11/stl.h>
@@ -25,8 +29,24 @@ namespace {
 
 namespace codeact = kinds::codeact;
 
-// A C++ exception carrying a Python exception's text, made while the GIL is held.
+// Not a std::exception on purpose: the core reads anything else as a cancellation.
+struct PythonCancellation {
+  py::error_already_set error;
+};
+
+// A Python exception raised by a host callable, on its way through the core: an Exception
+// travels as itself (pybind11 raises it again unchanged at the boundary); a cancellation as a
+// PythonCancellation.
+[[noreturn]] void propagate(py::error_already_set& error) {
+  if (!error.matches(PyExc_Exception)) throw PythonCancellation{std::move(error)};
+  throw;
+}
+
+// For a host object the codeact kind maps to its own sentences (a file store): an Exception
+// becomes a C++ exception carrying its text (for the log), made while the GIL is held; a
+// cancellation still propagates.
 [[noreturn]] void rethrow_as_cpp(py::error_already_set& error) {
+  if (!error.matches(PyExc_Exception)) throw PythonCancellation{std::move(error)};
   throw std::runtime_error(describe_python_error(error));
 }
 
@@ -38,7 +58,7 @@ std::function<Result()> python_thunk(py::object function) {
     try {
       return held->get()().template cast<Result>();
     } catch (py::error_already_set& error) {
-      rethrow_as_cpp(error);
+      propagate(error);
     }
   };
 }
@@ -68,7 +88,9 @@ CallerContext context_from_python(py::handle context) {
       try {
         return held->get()(store).cast<std::vector<std::string>>();
       } catch (py::error_already_set& error) {
-        rethrow_as_cpp(error);
+        // The listing's refusal sentence quotes str(exc), as the reference's does.
+        if (!error.matches(PyExc_Exception)) throw PythonCancellation{std::move(error)};
+        throw std::runtime_error(py::str(error.value()).cast<std::string>());
       }
     };
   }
@@ -77,13 +99,16 @@ CallerContext context_from_python(py::handle context) {
 
 std::function<void(const ReclaimFailure&)> reclaim_hook(py::object hook) {
   if (hook.is_none()) return {};
+  if (!PyCallable_Check(hook.ptr())) {
+    throw py::type_error("on_reclaim_failure: expected a callable");
+  }
   auto held = hold(std::move(hook));
   return [held](const ReclaimFailure& failure) {
     py::gil_scoped_acquire gil;
     try {
       held->get()(failure);
     } catch (py::error_already_set& error) {
-      rethrow_as_cpp(error);
+      propagate(error);
     }
   };
 }
@@ -96,19 +121,32 @@ ApprovalMode approval_mode(const std::string& text) {
       "approval_mode");
 }
 
-// The Python face of one call; invalidated when the call ends.
-struct ToolCallHandle {
-  SandboxToolCall* call = nullptr;
-  SandboxToolCall& get() const {
-    if (call == nullptr) throw std::logic_error("this tool call has ended");
-    return *call;
+// A timeout whose *value* is wrong reaches the attach gate as non-positive, so the gate refuses
+// it at its own step, after the checks the reference runs first; a wrong type is refused here.
+Milliseconds gate_checked_seconds(py::handle seconds, std::string_view what) {
+  try {
+    return seconds_to_milliseconds(seconds, what);
+  } catch (const InvalidArgument&) {
+    return Milliseconds(-1);
   }
+}
+
+// The Python face of one call: the core's handle (alive as long as this is) and the sink object
+// the host gave, returned as itself.
+struct ToolCallHandle {
+  SandboxToolCall call;
+  std::shared_ptr<HeldObject> sink;  // null: no sink
 };
 
 struct PythonTool {
   std::shared_ptr<SandboxRouter> router;  // the tool holds a raw pointer to it
   SandboxTool tool;
 };
+
+std::string invoke_tool(const PythonTool& tool, const json::Json& arguments) {
+  py::gil_scoped_release release;
+  return tool.tool.invoke(arguments);
+}
 
 class PythonFileStore : public codeact::FileStore {
  public:
@@ -184,62 +222,91 @@ py::object optional_tool(std::shared_ptr<SandboxRouter> router, std::optional<Sa
 }  // namespace
 
 void bind_tool_binding(py::module_& module) {
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    if (!pointer) return;
+    try {
+      std::rethrow_exception(pointer);
+    } catch (PythonCancellation& cancellation) {
+      cancellation.error.restore();
+    }
+  });
+
   py::class_<ToolCallHandle, std::shared_ptr<ToolCallHandle>>(
       module, "SandboxToolCall",
-      "One call of a sandboxed tool, handed to its body; valid only during that call.")
+      "One call of a sandboxed tool, handed to its body; its methods raise RuntimeError once the "
+      "body has returned.")
       .def(
           "key",
-          [](const ToolCallHandle& handle) -> py::object {
-            auto& call = handle.get();
+          [](ToolCallHandle& handle) -> py::object {
             std::variant<SandboxKey, std::string> key;
             {
               py::gil_scoped_release release;
-              key = call.key();
+              key = handle.call.key();
             }
             if (auto* refusal = std::get_if<std::string>(&key)) return py::str(*refusal);
             return py::cast(std::get<SandboxKey>(key));
           },
-          "The host's key for this call, or the fixed refusal sentence (a str).")
+          "The host's key, read from the context now, or the fixed refusal sentence (a str).")
       .def(
           "acquire",
-          [](const ToolCallHandle& handle, const SandboxKey& key) -> py::object {
-            auto& call = handle.get();
+          [](ToolCallHandle& handle, const SandboxKey& key) -> py::object {
             std::variant<std::shared_ptr<Sandbox>, std::string> acquired;
             {
               py::gil_scoped_release release;
-              acquired = call.acquire(key);
+              acquired = handle.call.acquire(key);
             }
             if (auto* refusal = std::get_if<std::string>(&acquired)) return py::str(*refusal);
             return py::cast(std::get<std::shared_ptr<Sandbox>>(acquired));
           },
           py::arg("key"),
-          "Admission + acquire through the router; a Sandbox, or the ladder's fixed sentence.")
-      .def("guest_call_path",
-           [](const ToolCallHandle& handle) { return handle.get().guest_call_path(); })
-      .def("condemn", [](const ToolCallHandle& handle) { handle.get().condemn(); })
+          "Admission + acquire, once per key for the call (another key: its own sandbox); a "
+          "Sandbox, or the ladder's fixed sentence.")
+      .def(
+          "guest_call_path", [](ToolCallHandle& handle) { return handle.call.guest_call_path(); },
+          "`<work_dir>/<12 hex>`, fixed for the call, reclaimed in every sandbox it acquired.")
+      .def(
+          "condemn",
+          [](ToolCallHandle& handle, std::optional<SandboxKey> key) {
+            if (key) {
+              handle.call.condemn(*key);
+            } else {
+              handle.call.condemn();
+            }
+          },
+          py::arg("key") = py::none(),
+          "The command's end is unknown: the sandbox (of `key`, or every one this call acquired) "
+          "is deleted once the last call in flight leaves.")
       .def(
           "list_files",
-          [](const ToolCallHandle& handle, const std::string& store) -> py::object {
-            auto& call = handle.get();
+          [](ToolCallHandle& handle, const std::string& store) -> py::object {
             std::variant<std::vector<std::string>, std::string> listing;
             {
               py::gil_scoped_release release;
-              listing = call.list_files(store);
+              listing = handle.call.list_files(store);
             }
             if (auto* refusal = std::get_if<std::string>(&listing)) return py::str(*refusal);
             return py::cast(std::get<std::vector<std::string>>(listing));
           },
           py::arg("store"))
+      .def_property_readonly(
+          "sink",
+          [](const ToolCallHandle& handle) -> py::object {
+            return handle.sink ? handle.sink->get() : py::none();
+          },
+          "The OutputSink given to sandboxed_tool, or None: collect_outputs(sandbox, spec, "
+          "call.sink).")
       .def_property_readonly("spec",
-                             [](const ToolCallHandle& handle) { return handle.get().spec(); })
+                             [](const ToolCallHandle& handle) { return handle.call.spec(); })
       .def_property_readonly("tool_name",
-                             [](const ToolCallHandle& handle) { return handle.get().tool_name(); });
+                             [](const ToolCallHandle& handle) { return handle.call.tool_name(); })
+      .def_property_readonly("ended",
+                             [](const ToolCallHandle& handle) { return handle.call.ended(); });
 
   py::class_<PythonTool, std::shared_ptr<PythonTool>>(
       module, "SandboxTool",
-      "A sandboxed workload as a tool: wrap it in the host framework's own tool type. "
-      "invoke() never raises for anything the workload did: the result is the text the model "
-      "sees.")
+      "A sandboxed workload as a tool: wrap it in the host framework's own tool type. invoke() "
+      "answers the sandbox's failures with fixed sentences; an exception the body raises "
+      "propagates, after the call's guest path was reclaimed.")
       .def_property_readonly("name", [](const PythonTool& t) { return t.tool.name(); })
       .def_property_readonly("description",
                              [](const PythonTool& t) { return t.tool.description(); })
@@ -257,25 +324,25 @@ void bind_tool_binding(py::module_& module) {
       .def(
           "invoke",
           [](const PythonTool& t, py::handle arguments) {
-            const json::Json parsed = to_json_value(arguments, "arguments");
-            py::gil_scoped_release release;
-            return t.tool.invoke(parsed);
+            return invoke_tool(t, to_json_value(arguments, "arguments"));
           },
           py::arg("arguments"))
       .def("__call__", [](const PythonTool& t, py::kwargs arguments) {
-        const json::Json parsed = to_json_value(arguments, "arguments");
-        py::gil_scoped_release release;
-        return t.tool.invoke(parsed);
+        return invoke_tool(t, to_json_value(arguments, "arguments"));
       });
 
   module.def(
       "_sandboxed_tool",
       [](std::shared_ptr<SandboxRouter> router, py::handle spec, py::object body,
          py::handle context, std::string agent_dir, std::string name, std::string description,
-         const std::string& approval, std::optional<std::string> source_integrity,
-         std::optional<std::string> outbound_max_confidentiality, bool has_output_sink,
+         const std::string& approval, py::object declarations,
+         std::optional<std::string> source_integrity,
+         std::optional<std::string> outbound_max_confidentiality, py::object output_sink,
          bool also_carries_out, py::object on_reclaim_failure, py::handle reclaim_timeout,
          py::handle admission_timeout) -> py::object {
+        // The gate's first step: no router, or a disabled one, attaches nothing — before any
+        // other argument is looked at.
+        if (!router || !router->enabled()) return py::none();
         if (!PyCallable_Check(body.ptr())) throw py::type_error("body: expected a callable");
         ToolBindingOptions options;
         options.router = router.get();
@@ -284,27 +351,43 @@ void bind_tool_binding(py::module_& module) {
         options.name = std::move(name);
         options.description = std::move(description);
         options.approval_mode = approval_mode(approval);
+        if (!declarations.is_none()) {
+          if (!py::isinstance<py::dict>(declarations)) {
+            throw py::type_error("declarations: expected a dict");
+          }
+          options.declarations = to_json_value(declarations, "declarations");
+        }
         options.source_integrity = std::move(source_integrity);
         options.outbound_max_confidentiality = std::move(outbound_max_confidentiality);
-        options.has_output_sink = has_output_sink;
+        std::shared_ptr<HeldObject> held_sink;
+        if (!output_sink.is_none()) {
+          if (!py::isinstance<OutputSink>(output_sink)) {
+            throw py::type_error("output_sink: expected an airlock.OutputSink");
+          }
+          options.output_sink = output_sink.cast<OutputSink>();
+          held_sink = hold(output_sink);
+        }
         options.also_carries_out = also_carries_out;
         options.on_reclaim_failure = reclaim_hook(std::move(on_reclaim_failure));
-        options.reclaim_timeout = seconds_to_milliseconds(reclaim_timeout, "reclaim_timeout");
-        options.admission_timeout = seconds_to_milliseconds(admission_timeout, "admission_timeout");
+        options.reclaim_timeout = gate_checked_seconds(reclaim_timeout, "reclaim_timeout");
+        options.admission_timeout = gate_checked_seconds(admission_timeout, "admission_timeout");
         auto held = hold(std::move(body));
-        SandboxToolBody tool_body = [held](SandboxToolCall& call, const json::Json& arguments) {
+        SandboxToolBody tool_body = [held, held_sink](SandboxToolCall& call,
+                                                      const json::Json& arguments) {
           py::gil_scoped_acquire gil;
-          auto handle = std::make_shared<ToolCallHandle>(ToolCallHandle{&call});
-          // However the body ends, the handle stops reaching the call.
-          struct Invalidate {
-            ToolCallHandle& handle;
-            ~Invalidate() { handle.call = nullptr; }
-          } invalidate{*handle};
+          auto handle = std::make_shared<ToolCallHandle>(ToolCallHandle{call, held_sink});
+          py::object text;
           try {
-            return held->get()(handle, from_json_value(arguments)).cast<std::string>();
+            text = held->get()(handle, from_json_value(arguments));
           } catch (py::error_already_set& error) {
-            rethrow_as_cpp(error);
+            propagate(error);
           }
+          if (!py::isinstance<py::str>(text)) {
+            throw py::type_error("the body of tool '" + call.tool_name() +
+                                 "' must return a str, not " +
+                                 std::string(py::str(text.get_type().attr("__name__"))));
+          }
+          return text.cast<std::string>();
         };
         const SandboxSpec parsed = spec_from_python(spec);
         std::optional<SandboxTool> tool;
@@ -316,9 +399,39 @@ void bind_tool_binding(py::module_& module) {
       },
       py::arg("router"), py::arg("spec"), py::arg("body"), py::kw_only(), py::arg("context"),
       py::arg("agent_dir"), py::arg("name"), py::arg("description"), py::arg("approval_mode"),
-      py::arg("source_integrity"), py::arg("outbound_max_confidentiality"),
-      py::arg("has_output_sink"), py::arg("also_carries_out"), py::arg("on_reclaim_failure"),
+      py::arg("declarations"), py::arg("source_integrity"), py::arg("outbound_max_confidentiality"),
+      py::arg("output_sink"), py::arg("also_carries_out"), py::arg("on_reclaim_failure"),
       py::arg("reclaim_timeout"), py::arg("admission_timeout"));
+
+  module.def(
+      "_sandbox_tool_declarations",
+      [](py::handle spec, std::optional<std::string> source_integrity,
+         std::optional<std::string> outbound_max_confidentiality, bool has_output_sink,
+         bool also_carries_out) {
+        const SandboxSpec parsed = spec_from_python(spec);
+        return from_json_value(sandbox_tool_declarations(
+            parsed,
+            DeclarationOptions{std::move(source_integrity), std::move(outbound_max_confidentiality),
+                               has_output_sink, also_carries_out}));
+      },
+      py::arg("spec"), py::kw_only(), py::arg("source_integrity"),
+      py::arg("outbound_max_confidentiality"), py::arg("has_output_sink"),
+      py::arg("also_carries_out"));
+
+  module.def(
+      "reclaim_guest_path",
+      [](Sandbox& sandbox, const std::string& path, const std::string& working_directory,
+         py::handle timeout) {
+        const Milliseconds bound = seconds_to_milliseconds(timeout, "timeout");
+        py::gil_scoped_release release;
+        return reclaim_guest_path(sandbox, path, working_directory, bound);
+      },
+      py::arg("sandbox"), py::arg("path"), py::kw_only(), py::arg("working_directory"),
+      py::arg("timeout") = 30.0,
+      "Remove a call-owned guest path and everything under it: None when it is gone, else the "
+      "reason (a str). Refused without touching the guest: a path outside working_directory, the "
+      "working directory itself, a path fewer than two components deep. Never raises for what "
+      "the sandbox did.");
 
   module.def("_codeact_sandbox_spec", [](py::dict options) {
     return codeact::codeact_sandbox_spec(codeact_spec_options(options));
@@ -330,6 +443,8 @@ void bind_tool_binding(py::module_& module) {
          py::dict spec_options, py::object file_store, py::object output_sink,
          std::optional<std::string> outbound_max_confidentiality, py::handle exec_timeout,
          py::object on_reclaim_failure) -> py::object {
+        // As for sandboxed_tool: without a router nothing is attached, and nothing is checked.
+        if (!router || !router->enabled()) return py::none();
         codeact::ToolOptions options;
         options.router = router ? router.get() : nullptr;
         options.context = context_from_python(context);

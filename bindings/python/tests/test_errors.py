@@ -46,6 +46,8 @@ CASES = {
     "SandboxShellTransferUnfinished": (errors.SandboxShellTransferUnfinished, (RuntimeError,)),
     "NotSupported": (errors.NotSupported, (NotImplementedError,)),
     "BackendError": (errors.BackendError, (RuntimeError,)),
+    "SandboxBackendNotInstalled": (errors.SandboxBackendNotInstalled,
+                                   (errors.BackendError, ImportError)),
     "ConformanceFailure": (errors.ConformanceFailure, (AssertionError,)),
     "Error": (errors.AirlockError, ()),
 }

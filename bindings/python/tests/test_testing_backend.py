@@ -351,14 +351,15 @@ def test_call_path_is_reclaimed_and_the_call_handle_dies_with_the_call(testing_r
         kept["call"].guest_call_path()
 
 
-def test_a_raising_body_gives_the_model_a_fixed_sentence(testing_router):
+def test_a_raising_body_propagates_to_the_host_unchanged(testing_router):
+    # The reference propagates a body's exception (test_binding_lifecycle.py has the rest).
     def body(call, arguments):
         raise KeyError("internal endpoint https://10.0.0.1/tenant-42")
 
     tool = airlock.sandboxed_tool(testing_router, airlock.SandboxSpec(kind="k"), body,
                                   context=Conversation().context(), name="t", description="d")
-    text = tool.invoke({})
-    assert text.startswith("Error:") and "10.0.0.1" not in text
+    with pytest.raises(KeyError, match="10.0.0.1"):
+        tool.invoke({})
 
 
 def test_attach_gate(testing_router):

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "airlock/backends/docker.hpp"
@@ -294,6 +295,17 @@ EngineResponse EngineClient::perform(std::string_view method, const std::string&
                            std::to_string(options.max_body_bytes) + " bytes");
   }
   if (code != CURLE_OK) {
+    if (code == CURLE_COULDNT_CONNECT && endpoint_.unix_socket) {
+      // Nothing at the socket path: no engine is installed there (a stopped engine that keeps
+      // its socket refuses the connection instead, and stays a plain BackendError).
+      std::error_code missing;
+      if (!std::filesystem::exists(
+              std::filesystem::symlink_status(endpoint_.socket_path, missing))) {
+        throw BackendNotInstalled(
+            "no container engine is installed at the configured endpoint",
+            std::string(method) + " " + path + " on " + endpoint_.display() + ": no such socket");
+      }
+    }
     const bool timed_out = code == CURLE_OPERATION_TIMEDOUT;
     throw BackendError(timed_out ? "the container engine did not answer in time"
                                  : "the container engine could not be reached",
@@ -360,7 +372,8 @@ void EngineClient::fail(std::string message, std::string_view method, std::strin
   throw BackendError(
       std::move(message) + " (engine status " + std::to_string(response.status) + ")",
       std::string(method) + " " + std::string(path) + " → " + std::to_string(response.status) +
-          ": " + response.engine_message());
+          ": " + response.engine_message(),
+      BackendError::ProviderResponse{response.status, response.body});
 }
 
 }  // namespace airlock::docker

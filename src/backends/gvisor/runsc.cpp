@@ -32,8 +32,8 @@ void locate_marker() {}
 std::filesystem::path locate_runsc(const std::filesystem::path& configured) {
   if (!configured.empty()) {
     if (executable(configured)) return configured;
-    throw BackendError("runsc was not found",
-                       "runsc_path " + configured.string() + " is not an executable file");
+    throw BackendNotInstalled("runsc was not found",
+                              "runsc_path " + configured.string() + " is not an executable file");
   }
   if (const char* path = std::getenv("PATH"); path != nullptr) {
     std::string list = path;
@@ -50,9 +50,9 @@ std::filesystem::path locate_runsc(const std::filesystem::path& configured) {
     }
   }
   if (executable("/usr/bin/runsc")) return "/usr/bin/runsc";
-  throw BackendError("runsc (gVisor) is not installed on this host",
-                     "no runsc on PATH nor at /usr/bin/runsc; install the `runsc` package "
-                     "(scripts/bootstrap --test installs it from bookworm-backports)");
+  throw BackendNotInstalled("runsc (gVisor) is not installed on this host",
+                            "no runsc on PATH nor at /usr/bin/runsc; install the `runsc` package "
+                            "(scripts/bootstrap --test installs it from bookworm-backports)");
 }
 
 std::filesystem::path locate_guest_helper(const std::filesystem::path& configured) {

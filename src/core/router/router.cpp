@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <string>
 
 #include "airlock/errors.hpp"
@@ -10,9 +11,13 @@
 namespace airlock {
 namespace {
 
+// Sorted, so the refusal reads the same however the host ordered its backends.
 std::string registered_names(const std::vector<std::shared_ptr<SandboxBackend>>& backends) {
+  std::vector<std::string> sorted;
+  for (const auto& backend : backends) sorted.push_back(backend->name());
+  std::sort(sorted.begin(), sorted.end());
   std::string names;
-  for (const auto& backend : backends) names += (names.empty() ? "" : ", ") + backend->name();
+  for (const auto& name : sorted) names += (names.empty() ? "" : ", ") + name;
   return names.empty() ? "none" : names;
 }
 

@@ -163,7 +163,13 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
         throw Refusal{"Error: file '" + name + "' is named twice"};
       }
       if (!listed.contains(name)) throw Refusal{not_in_store(name, listing)};
-      std::optional<std::string> content = options.file_store->read(name);
+      std::optional<std::string> content;
+      try {
+        content = options.file_store->read(name);
+      } catch (const std::exception& error) {
+        spdlog::error("codeact: reading '{}' from the file store failed: {}", name,
+                      error_detail(error));
+      }
       if (!content) throw Refusal{"Error: file '" + name + "' could not be read from the store"};
       try {
         inbound.add(name, content->size());
@@ -258,11 +264,15 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
   fields.files_out = budget;
   const SandboxSpec collecting(std::move(fields));
   try {
-    const auto landed = collect_outputs(sandbox, collecting, &*options.output_sink, call_outputs);
+    const auto landed = collect_outputs(sandbox, collecting, call.sink(), call_outputs);
     return text + "\n" + saved_lines(landed, names);
-  } catch (const Error& error) {
+  } catch (const std::exception& error) {
     spdlog::warn("codeact run {}: outputs could not be saved: {}", run_id, error_detail(error));
-    return text + "\nError: the outputs could not be saved — " + error.message() +
+    // Our messages are written for the model; a host sink's own exception text is not ours to
+    // show (it may carry a traceback or a host path).
+    const auto* ours = dynamic_cast<const Error*>(&error);
+    const std::string reason = ours ? ours->message() : std::string("the host's sink refused them");
+    return text + "\nError: the outputs could not be saved — " + reason +
            ". Some of them may already have been saved; do not assume none were.";
   }
 }
@@ -374,7 +384,7 @@ std::optional<SandboxTool> make_codeact_tool(ToolOptions options) {
   // Output from model-written code is untrusted: no source integrity is claimed.
   binding.source_integrity = std::nullopt;
   binding.outbound_max_confidentiality = options.outbound_max_confidentiality;
-  binding.has_output_sink = options.output_sink.has_value();
+  binding.output_sink = options.output_sink;
   binding.on_reclaim_failure = options.on_reclaim_failure;
   if (registry && options.spec.host_tools->aggregate().requires_approval) {
     binding.approval_mode = ApprovalMode::always_require;

@@ -105,8 +105,11 @@ Manifest read_manifest(Sandbox& sandbox, const std::string& path, const std::str
       return manifest;
     }
     text = sandbox.read_file(path, work_dir, cap);
-  } catch (const Error& error) {
-    manifest.error = "Error: outputs.json could not be read: " + error.message();
+  } catch (const std::exception& error) {
+    // The kind answers every failure of its own with a sentence; only our messages are shown.
+    const auto* ours = dynamic_cast<const Error*>(&error);
+    manifest.error = "Error: outputs.json could not be read: " +
+                     (ours ? ours->message() : std::string("the sandbox did not answer"));
     return manifest;
   }
   manifest.bytes = text.size();

@@ -183,6 +183,35 @@ TEST_F(Codeact, DeclaredOutputsLandThroughTheSink) {
   EXPECT_EQ(landed, "bars");
 }
 
+// The binding lets a body's exception through; the kind answers its own failures in words.
+TEST_F(Codeact, AStoreThatFailsToReadIsTheKindsSentenceNotAnException) {
+  class FailingStore : public MapStore {
+   public:
+    FailingStore() : MapStore(std::map<std::string, std::string>{{"data.csv", "a,b\n"}}) {}
+    std::optional<std::string> read(const std::string&) override {
+      throw std::runtime_error("the store's disk is gone: /srv/store/tenant-42");
+    }
+  };
+  auto o = options();
+  o.file_store = std::make_shared<FailingStore>();
+  const std::string text = run(o, {{"code", "print(1)"}, {"files", {"data.csv"}}});
+  EXPECT_EQ(text, "Error: file 'data.csv' could not be read from the store");
+}
+
+TEST_F(Codeact, ASinkThatFailsIsTheCouldNotBeSavedSentence) {
+  auto o = options();
+  o.spec.outputs = Outputs::declared;
+  o.output_sink = OutputSink{[](const Artifact&) -> LandedArtifact {
+    throw std::runtime_error("quota exceeded on /srv/landing/tenant-42");
+  }};
+  const std::string text =
+      run(o, {{"code", "open('chart.txt', 'w').write('bars')"}, {"outputs", {"chart.txt"}}});
+  EXPECT_NE(text.find("Error: the outputs could not be saved — the host's sink refused them."),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("/srv/landing"), std::string::npos) << "a host path reached the model";
+}
+
 TEST_F(Codeact, NothingIsCollectedFromAFailedProgram) {
   auto o = options();
   o.spec.outputs = Outputs::declared;
