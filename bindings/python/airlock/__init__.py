@@ -24,6 +24,7 @@ import typing
 from . import _airlock
 from . import errors
 from .errors import *  # noqa: F401,F403 — the exception classes are part of the API
+from .errors import error_detail  # noqa: F401 — one log line per error, for hosts
 
 # ---- the vocabulary -------------------------------------------------------------------------
 

@@ -243,6 +243,8 @@ class BackendError(AirlockError, RuntimeError):
 
     type = "BackendError"
     detail = ""
+    status_code = None  # the provider's HTTP status, when it answered over HTTP
+    body = None         # the provider's HTTP response body, likewise — for logs only
 
 
 class SandboxBackendNotInstalled(BackendError, ImportError):
@@ -259,6 +261,28 @@ class ConformanceFailure(AirlockError, AssertionError):
     def __init__(self, message="", *args):
         super().__init__(message, *args)
         self.failures = []
+
+
+def error_detail(error):
+    """One line about ``error`` for a host's log — never for a model: ``"<Type>: <text>"``, then
+    ``" | status=<status>"`` and ``" | body=<the first 600 characters>"`` when the error carries
+    a provider's HTTP answer (``status_code`` / ``body``, or a ``response`` with ``text()``, as
+    HTTP client errors do). Never raises."""
+    try:
+        text = f"{type(error).__name__}: {error}"
+        status = getattr(error, "status_code", None)
+        if status is not None:
+            text += f" | status={status}"
+        body = getattr(error, "body", None)
+        if body is None:
+            response = getattr(error, "response", None)
+            reader = getattr(response, "text", None)
+            body = reader() if callable(reader) else reader
+        if body is not None:
+            text += f" | body={str(body)[:600]}"
+        return text
+    except Exception:  # noqa: BLE001 — a log line must never be the next failure
+        return f"{type(error).__name__}: (its text could not be read)"
 
 
 __all__ = [name for name, value in list(globals().items())

@@ -74,6 +74,10 @@ py::object to_python_error(const Error& error) {
   }
   if (const auto* backend = as<BackendError>(error)) {
     instance.attr("detail") = py::str(backend->detail());
+    // The provider's HTTP answer, for logs only (`airlock.error_detail` prints it).
+    const auto& response = backend->response();
+    instance.attr("status_code") = response ? py::object(py::int_(response->status)) : py::none();
+    instance.attr("body") = response ? py::object(py::str(response->body)) : py::none();
   }
   if (const auto* conformance = as<ConformanceFailure>(error)) {
     py::list failures;

@@ -151,3 +151,33 @@ def test_every_raisable_kind_is_covered_by_the_cases_above_and_raises_its_class(
         with pytest.raises(errors.AirlockError) as caught:
             _airlock._raise_error(type_name, "m")
         assert type(caught.value).__name__ == kind["python_class"]
+
+
+class _ProviderRefusal(Exception):
+    status_code = 503
+
+    class response:  # noqa: N801 — shaped as an HTTP client error's response
+        @staticmethod
+        def text():
+            return "é" * 700
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+def test_error_detail_names_the_type_and_text_and_adds_status_and_a_bounded_body():
+    assert airlock.error_detail(ValueError("bad image")) == "ValueError: bad image"
+    line = airlock.error_detail(_ProviderRefusal("the engine refused"))
+    assert line.startswith("_ProviderRefusal: the engine refused | status=503 | body=")
+    assert line.endswith("é" * 600)
+    assert len(line.split("body=")[1]) == 600
+
+
+def test_error_detail_reads_a_backend_errors_own_fields_and_never_raises():
+    with pytest.raises(errors.BackendError) as caught:
+        _airlock._raise_error("BackendError", "the provider failed")
+    assert caught.value.status_code is None and caught.value.body is None
+    assert airlock.error_detail(caught.value) == "BackendError: " + str(caught.value)
+    assert airlock.error_detail(_Unprintable()).startswith("_Unprintable: ")
