@@ -242,8 +242,8 @@ TEST(Conformance, APlainParentMustBeNotADirectoryNotAnEscape) {
     if (path == "plain.txt/deeper.txt") throw ConfinementError("called an escape");
     return f.memory->stat_file(path, wd);
   };
-  const auto& plain =
-      by_name(run_files_out_conformance(f.subject)).at("a-plain-parent-is-not-an-escape");
+  const auto results = by_name(run_files_out_conformance(f.subject));
+  const auto& plain = results.at("a-plain-parent-is-not-an-escape");
   EXPECT_EQ(plain.outcome, ProbeOutcome::failed);
   EXPECT_NE(plain.detail.find("expected NotADirectory"), std::string::npos) << plain.detail;
 }
@@ -256,7 +256,8 @@ TEST(Conformance, ATimeoutMustArriveBetweenHalfASecondAndFourSeconds) {
     }
     return f.memory->exec(command, options);
   };
-  const auto& early = by_name(run_exec_conformance(f.subject)).at("a-timeout-raises-timeout-error");
+  const auto early_run = by_name(run_exec_conformance(f.subject));
+  const auto& early = early_run.at("a-timeout-raises-timeout-error");
   EXPECT_EQ(early.outcome, ProbeOutcome::failed);
   EXPECT_NE(early.detail.find("expected 0.5–4.0 s"), std::string::npos) << early.detail;
 
@@ -266,7 +267,8 @@ TEST(Conformance, ATimeoutMustArriveBetweenHalfASecondAndFourSeconds) {
     }
     return f.memory->exec(command, options);
   };
-  const auto& other = by_name(run_exec_conformance(f.subject)).at("a-timeout-raises-timeout-error");
+  const auto other_run = by_name(run_exec_conformance(f.subject));
+  const auto& other = other_run.at("a-timeout-raises-timeout-error");
   EXPECT_EQ(other.outcome, ProbeOutcome::failed);
   EXPECT_NE(other.detail.find("raised BackendError: the provider's own ceiling; expected Timeout"),
             std::string::npos)
