@@ -426,8 +426,17 @@ void read_only_kernel_interfaces(ProbeContext& c, IsolationState& s) {
   judge(c, run_guest(s.a, {"readonly"}, c.subject().exec_timeout()), "the readonly probe");
 }
 
+// How long a filesystem walk may run: all the exec allows but a margin for the probe to report.
+// A host image shows the host's /usr (150k+ entries here); a cold dentry cache on a loaded
+// machine walks it at a few thousand entries a second, and a walk cut short proves nothing.
+std::string walk_box(ProbeContext& c) {
+  const Milliseconds exec = c.subject().exec_timeout();
+  const Milliseconds box = std::max(Milliseconds(20'000), exec - Milliseconds(10'000));
+  return "box-ms=" + std::to_string(std::min(box, exec).count());
+}
+
 void minimal_devices(ProbeContext& c, IsolationState& s) {
-  const ProbeOutput out = run_guest(s.a, {"devices"}, c.subject().exec_timeout());
+  const ProbeOutput out = run_guest(s.a, {"devices", walk_box(c)}, c.subject().exec_timeout());
   judge(c, out, "the devices probe");
   c.note(out.info("allowed-devices").value_or("?") + " device nodes, all in the minimal set; " +
          out.info("walked").value_or("?") + " walked");
@@ -453,7 +462,7 @@ void no_host_socket(ProbeContext& c, IsolationState& s) {
   std::vector<std::string> allowed = s.declared.declared_socket_directories;
   if (auto channel = s.a.sandbox->socket_channel()) allowed.push_back(channel->guest_directory);
   std::vector<std::string> arguments{"sockets", "dir=" + s.a.scratch, "planted=" + joined(planted),
-                                     "allow=" + joined(allowed)};
+                                     "allow=" + joined(allowed), walk_box(c)};
   if (abstract) arguments.push_back("abstract-hex=" + hex_encode(abstract_name));
   const ProbeOutput out = run_guest(s.a, arguments, c.subject().exec_timeout());
   std::vector<std::string> reached;
