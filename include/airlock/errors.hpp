@@ -381,6 +381,15 @@ class BackendNotInstalled : public BackendError {
       : BackendError("SandboxBackendNotInstalled", std::move(message), std::move(detail), {}) {}
 };
 
+// A warm sandbox exists for this conversation and kind under another egress policy. Its policy
+// is fixed for its life (the service applies it at creation), so it is refused rather than
+// reused; dispose that kind successfully (after the calls using it end) or use another key.
+class EgressPolicyConflict : public BackendError {
+ public:
+  explicit EgressPolicyConflict(std::string message, std::string detail = {})
+      : BackendError("SandboxEgressPolicyConflict", std::move(message), std::move(detail), {}) {}
+};
+
 // ---- conformance ---------------------------------------------------------------------------
 
 // The message says how many of how many probes failed, then each failed probe with what it

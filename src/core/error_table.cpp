@@ -91,6 +91,9 @@ constexpr ErrorKind http(std::string_view type, std::string_view parent, int sta
 [[noreturn]] void raise_not_installed(const std::string& m) {
   throw BackendNotInstalled(m, "provider detail");
 }
+[[noreturn]] void raise_policy_conflict(const std::string& m) {
+  throw EgressPolicyConflict(m, "provider detail");
+}
 [[noreturn]] void raise_conformance(const std::string& m) {
   throw ConformanceFailure({{"a-probe", "what it proves", m}});
 }
@@ -197,6 +200,9 @@ constexpr std::array kKinds = {
     kind<BackendNotInstalled>("SandboxBackendNotInstalled", "airlock::BackendNotInstalled",
                               "BackendError", 502, "SandboxBackendNotInstalled",
                               raise_not_installed),
+    kind<EgressPolicyConflict>("SandboxEgressPolicyConflict", "airlock::EgressPolicyConflict",
+                               "BackendError", 409, "SandboxEgressPolicyConflict",
+                               raise_policy_conflict),
     kind<ConformanceFailure>("ConformanceFailure", "airlock::ConformanceFailure", "Error", 500,
                              "ConformanceFailure", raise_conformance),
     // the daemon's own

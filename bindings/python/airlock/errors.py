@@ -253,6 +253,12 @@ class SandboxBackendNotInstalled(BackendError, ImportError):
     type = "SandboxBackendNotInstalled"
 
 
+class SandboxEgressPolicyConflict(BackendError):
+    """A warm sandbox of this conversation and kind has another egress policy: dispose it first."""
+
+    type = "SandboxEgressPolicyConflict"
+
+
 class ConformanceFailure(AirlockError, AssertionError):
     """Conformance probes failed: ``failures`` is a list of {probe, why, failure}."""
 

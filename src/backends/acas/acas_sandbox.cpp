@@ -1,0 +1,486 @@
+#include "backends/acas/acas_sandbox.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "airlock/encoding.hpp"
+#include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
+
+namespace airlock::acas {
+namespace {
+
+constexpr std::uint64_t kMaxBytesPerFile = 32ull << 20;  // the declared transfer ceiling
+
+// Exit codes of the guest file scripts.
+constexpr int kParentNotCreated = 80;
+constexpr int kParentNotEntered = 81;
+constexpr int kNotWritten = 82;
+constexpr int kNotRenamed = 83;
+constexpr int kThroughLink = 86;
+constexpr int kIsDirectory = 21;
+
+std::string parent_of(const std::string& absolute) {
+  const auto slash = absolute.rfind('/');
+  if (slash == 0 || slash == std::string::npos) return "/";
+  return absolute.substr(0, slash);
+}
+
+std::string leaf_of(const std::string& absolute) {
+  return absolute.substr(absolute.rfind('/') + 1);
+}
+
+std::string entry_path(const std::string& absolute, std::string_view working_directory) {
+  auto relative = guest_path_relative_to(absolute, working_directory);
+  if (!relative || relative->empty()) return ".";
+  return *relative;
+}
+
+EntryKind kind_of(const FileInfo& info) {
+  if (info.is_symlink) return EntryKind::symlink;
+  if (info.is_directory) return EntryKind::directory;
+  return EntryKind::file;  // a FIFO, socket or device too: the service does not say
+}
+
+// Enters `parent` physically and proves no link led there: a parent swapped for a link since
+// the walk shows up as another physical path. From then on the shell's working directory pins
+// the real directory.
+std::string enter(const std::string& parent, bool create) {
+  std::string script = "p=" + posix_quote(parent) + "\n";
+  if (create) {
+    script += "mkdir -p -- \"$p\" 2>/dev/null || exit " + std::to_string(kParentNotCreated) + "\n";
+  }
+  script += "cd -P -- \"$p\" 2>/dev/null || exit " + std::to_string(kParentNotEntered) + "\n";
+  script += "[ \"$(pwd -P)\" = \"$p\" ] || exit " + std::to_string(kThroughLink) + "\n";
+  return script;
+}
+
+std::string first_line(std::string_view text) {
+  text = text.substr(0, std::min<std::size_t>(text.find('\n'), 200));
+  return std::string(text);
+}
+
+}  // namespace
+
+AcasSandbox::AcasSandbox(std::shared_ptr<Service> service, SandboxIdentity identity,
+                         std::function<void(const AcasSandbox&, const std::string&)> invalidate)
+    : service_(std::move(service)),
+      identity_(std::move(identity)),
+      invalidate_(std::move(invalidate)) {
+  CredentialRequest request;
+  request.purpose = CredentialPurpose::acquire;
+  request.scope = identity_.key.scope;
+  request.thread_id = identity_.key.thread_id;
+  credential_ = service_->credential_for(request);
+}
+
+void AcasSandbox::refuse_when_gone() const {
+  if (invalid_.load()) {
+    throw BackendError(
+        "this sandbox was invalidated (an earlier command's end is unknown) and has been "
+        "disposed; acquire a new one");
+  }
+}
+
+Call AcasSandbox::call(Clock::time_point deadline, std::stop_token stop) const {
+  return Call{credential_, deadline, std::move(stop)};
+}
+
+void AcasSandbox::invalidate(const std::string& why) {
+  invalid_.store(true);
+  if (invalidated_once_.exchange(true)) return;
+  spdlog::warn("acas: sandbox {} invalidated: {}", identity_.id, why);
+  if (invalidate_) invalidate_(*this, why);
+}
+
+capture::TextReply AcasSandbox::guest(const std::string& script, Clock::time_point deadline,
+                                      std::string_view working_directory) const {
+  return service_->shell(call(deadline), identity_.id, script, working_directory);
+}
+
+GuestStat AcasSandbox::file_stat(const Call& call) const {
+  return [this, call](const std::string& absolute) -> std::optional<EntryKind> {
+    const auto info = service_->stat(call, identity_.id, absolute);
+    if (!info) return std::nullopt;
+    return kind_of(*info);
+  };
+}
+
+// ---- commands -------------------------------------------------------------------------------
+
+ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options) {
+  refuse_when_gone();
+  const Clock::time_point deadline = Clock::now() + options.timeout;
+  const Call during = call(deadline, options.stop);
+  const AcasConfig& config = service_->config;
+  for (const auto& [name, value] : options.environment) {
+    if (!capture::exportable_name(name)) {
+      throw InvalidArgument("environment variable name '" + name +
+                                "' cannot be exported to the guest's shell",
+                            "environment");
+    }
+  }
+
+  capture::RunPlan plan;
+  plan.token = capture::fresh_token();
+  plan.scratch = "/tmp/airlock-exec-" + plan.token;
+  plan.command = command.is_shell() ? command.line() : posix_join(command.arguments());
+  plan.environment = options.environment;
+  plan.limit = options.max_output_bytes.value_or(config.max_exec_output_bytes);
+  plan.kill_on_overflow = options.overflow == OutputOverflow::refuse;
+  plan.working_directory =
+      options.working_directory.empty() ? identity_.work_dir : options.working_directory;
+
+  // Everything that can fail between here and a complete capture leaves the command's end
+  // unknown, save one case: a deadline inside the wait a 429 asked for, before the request ran.
+  auto unknown_end = [&](const std::string& why) { invalidate(why); };
+  auto timed_out = [&](bool cancelled) -> Timeout {
+    return Timeout(cancelled ? "cancelled"
+                             : "the command did not finish within its timeout; the sandbox was "
+                               "invalidated and is being disposed",
+                   false);
+  };
+
+  try {
+    if (!options.stdin_bytes.empty()) {
+      plan.stdin_path = plan.scratch + ".in";
+      std::size_t offset = 0;
+      const std::size_t chunk = config.write_chunk_bytes;
+      bool first = true;
+      while (first || offset < options.stdin_bytes.size()) {
+        const std::string_view piece =
+            std::string_view(options.stdin_bytes).substr(offset, chunk);
+        const std::string line = std::string(first ? "umask 077; " : "") + "printf '%s' " +
+                                 posix_quote(base64_encode(piece)) + " | base64 -d " +
+                                 (first ? ">" : ">>") + posix_quote(*plan.stdin_path);
+        const auto reply = service_->shell(during, identity_.id, line);
+        if (reply.exit_code != 0) {
+          throw BackendError("the sandbox could not stage the command's stdin",
+                             first_line(reply.stderr_text));
+        }
+        offset += piece.size();
+        first = false;
+      }
+    }
+
+    const capture::TextReply reply = service_->shell(during, identity_.id, capture::run_script(plan));
+    if (reply.exit_code == capture::kNoWorkingDirectory) {
+      throw NotFound("the working directory " + plan.working_directory +
+                         " does not exist in the sandbox (or cannot be entered)",
+                     plan.working_directory);
+    }
+    const auto [manifest, incomplete] = capture::parse_manifest(reply, plan.token, plan.limit);
+    if (!manifest) {
+      unknown_end("incomplete capture: " + incomplete.why);
+      throw BackendError("the command's output could not be captured (" + incomplete.why +
+                         "); the sandbox was invalidated and is being disposed");
+    }
+
+    const bool stream_overflow =
+        manifest->stdout_size > plan.limit || manifest->stderr_size > plan.limit;
+    const bool overflow = stream_overflow ||
+                          manifest->stdout_size + manifest->stderr_size > plan.limit;
+    auto cleanup = [&] {
+      try {
+        const auto removed = service_->shell(during, identity_.id, capture::cleanup_script(plan.scratch) +
+                                                 (plan.stdin_path ? "rm -f -- " + posix_quote(*plan.stdin_path) + "\n" : ""));
+        if (removed.exit_code != 0) {
+          spdlog::warn("acas: sandbox {}: the capture's scratch could not be removed (it stays "
+                       "until disposal)", identity_.id);
+        }
+      } catch (const std::exception& failure) {
+        spdlog::warn("acas: sandbox {}: removing the capture's scratch failed: {}", identity_.id,
+                     failure.what());
+      }
+    };
+    if (overflow && plan.kill_on_overflow) {
+      cleanup();
+      if (stream_overflow) unknown_end("the command's output passed its ceiling and was killed");
+      throw ExecOutputLimitExceeded(plan.limit, stream_overflow ? std::optional<bool>(false)
+                                                                : std::optional<bool>(true));
+    }
+
+    // What is kept: stdout first, then stderr, to the ceiling.
+    const std::uint64_t keep_out = std::min(manifest->stdout_size, plan.limit);
+    const std::uint64_t keep_err = std::min(manifest->stderr_size, plan.limit - keep_out);
+    auto fetch = [&](const char* name, std::uint64_t size) {
+      std::string bytes;
+      const std::uint32_t chunk = config.capture_chunk_bytes;
+      for (std::uint64_t index = 0; index * chunk < size; ++index) {
+        const std::uint64_t expected = std::min<std::uint64_t>(chunk, size - index * chunk);
+        const auto answer = service_->shell(
+            during, identity_.id, capture::chunk_script(plan.token, plan.scratch, name, index, chunk));
+        auto [piece, why] = capture::parse_chunk(answer, plan.token, expected, chunk);
+        if (!piece) {
+          unknown_end("incomplete capture: " + why.why);
+          throw BackendError("the command's output could not be captured (" + why.why +
+                             "); the sandbox was invalidated and is being disposed");
+        }
+        bytes += *piece;
+      }
+      return bytes;
+    };
+    ExecResult result;
+    result.stdout_bytes = fetch("o", keep_out);
+    result.stderr_bytes = fetch("e", keep_err);
+    result.exit_code = manifest->exit_code;
+    result.truncated = overflow;
+    cleanup();
+    return result;
+  } catch (const RetryWaitExpired& expired) {
+    if (expired.status() == 429) {
+      // The service refused the request before running it: nothing of the command is in flight.
+      throw Timeout(
+          "the command did not start within its timeout: the sandbox service asked airlock to "
+          "wait (HTTP 429) past it",
+          true);
+    }
+    unknown_end("the deadline fell during a retry wait after HTTP " +
+                std::to_string(expired.status()));
+    throw timed_out(false);
+  } catch (const http::Cancelled&) {
+    unknown_end("the command was cancelled");
+    throw timed_out(true);
+  } catch (const http::DeadlineExceeded&) {
+    unknown_end("the command's timeout expired");
+    throw timed_out(false);
+  } catch (const http::TransportError& failure) {
+    unknown_end(std::string("the service stopped answering: ") + failure.what());
+    throw BackendError("the sandbox service stopped answering during a command; the sandbox was "
+                       "invalidated and is being disposed",
+                       failure.what());
+  } catch (const NotFound&) {
+    throw;
+  } catch (const ExecOutputLimitExceeded&) {
+    throw;
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const std::exception& failure) {
+    unknown_end(std::string("a command failed: ") + failure.what());
+    throw;
+  }
+}
+
+ExecResult AcasSandbox::run_code(std::string_view, Milliseconds) {
+  throw NotSupported(
+      "run_code is not declared by the acas backend (the image supplies its own interpreter; run "
+      "it with exec)");
+}
+
+// ---- files in -------------------------------------------------------------------------------
+
+void AcasSandbox::stage_as_guest(const Call& during, const std::string& absolute,
+                                 std::string_view content, bool parent_missing,
+                                 std::string_view shown) {
+  const std::string parent = parent_of(absolute);
+  const std::string name = leaf_of(absolute);
+  const std::string scratch = ".airlock-write-" + capture::fresh_token();
+  const std::uint32_t chunk = service_->config.write_chunk_bytes;
+  auto run = [&](const std::string& script) { return service_->shell(during, identity_.id, script); };
+  auto refuse = [&](const capture::TextReply& reply) {
+    (void)run(enter(parent, false) + "rm -f -- " + posix_quote(scratch) + "\n");
+    switch (reply.exit_code) {
+      case kThroughLink:
+        throw ConfinementError("'" + std::string(shown) + "' passes through a link");
+      case kIsDirectory:
+        throw IsADirectory("'" + std::string(shown) + "' is a directory", absolute);
+      case kParentNotCreated:
+        throw SystemError("the guest could not create the directories of '" + std::string(shown) +
+                              "' (its own permissions apply to writes)",
+                          EACCES, absolute);
+      default:
+        throw SystemError("the guest could not write '" + std::string(shown) +
+                              "' (its own permissions apply to writes): " +
+                              first_line(reply.stderr_text),
+                          EACCES, absolute);
+    }
+  };
+  try {
+    std::size_t offset = 0;
+    bool first = true;
+    while (first || offset < content.size()) {
+      const std::string_view piece = content.substr(offset, chunk);
+      std::string script = enter(parent, first && parent_missing);
+      script += "printf '%s' " + posix_quote(base64_encode(piece)) + " | base64 -d " +
+                (first ? ">" : ">>") + posix_quote(scratch) + " || exit " +
+                std::to_string(kNotWritten) + "\n";
+      const auto reply = run(script);
+      if (reply.exit_code != 0) refuse(reply);
+      offset += piece.size();
+      first = false;
+    }
+    std::string script = enter(parent, false);
+    script += "[ -d " + posix_quote(name) + " ] && [ ! -L " + posix_quote(name) + " ] && exit " +
+              std::to_string(kIsDirectory) + "\n";
+    script += "mv -f -- " + posix_quote(scratch) + " " + posix_quote(name) + " || exit " +
+              std::to_string(kNotRenamed) + "\n";
+    const auto reply = run(script);
+    if (reply.exit_code != 0) refuse(reply);
+  } catch (const http::DeadlineExceeded&) {
+    throw SystemError("writing '" + std::string(shown) +
+                          "' did not finish within the backend's read_timeout_seconds",
+                      ETIMEDOUT, absolute);
+  }
+}
+
+void AcasSandbox::write_file(std::string_view path, std::string_view content,
+                             std::string_view working_directory) {
+  refuse_when_gone();
+  if (content.size() > kMaxBytesPerFile) {
+    throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path), kMaxBytesPerFile,
+                              content.size());
+  }
+  const Call during = call(Clock::now() + service_->config.read_timeout);
+  const std::string absolute = confine_guest_write_path(file_stat(during), path, working_directory);
+  const auto leaf = service_->stat(during, identity_.id, absolute);
+  if (leaf && leaf->is_directory && !leaf->is_symlink) {
+    throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
+  }
+  const bool parent_missing = !service_->stat(during, identity_.id, parent_of(absolute));
+  stage_as_guest(during, absolute, content, parent_missing, path);
+}
+
+// ---- files out ------------------------------------------------------------------------------
+
+std::optional<SandboxEntry> AcasSandbox::stat_file(std::string_view path,
+                                                   std::string_view working_directory) {
+  refuse_when_gone();
+  const Call during = call(Clock::now() + service_->config.read_timeout);
+  const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_symlinked_parents(file_stat(during), absolute, working_directory);
+  const auto info = service_->stat(during, identity_.id, absolute);
+  if (!info) return std::nullopt;
+  SandboxEntry entry;
+  entry.path = entry_path(absolute, working_directory);
+  entry.kind = kind_of(*info);
+  if (entry.kind == EntryKind::file) entry.size_bytes = info->size;
+  return entry;
+}
+
+std::string AcasSandbox::read_file(std::string_view path, std::string_view working_directory,
+                                   std::uint64_t max_bytes) {
+  refuse_when_gone();
+  const Call during = call(Clock::now() + service_->config.read_timeout);
+  const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_symlinked_parents(file_stat(during), absolute, working_directory);
+  const auto info = service_->stat(during, identity_.id, absolute);
+  if (!info) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
+  if (info->is_symlink) {
+    throw SystemError("'" + std::string(path) + "' is a link; links are never read", ELOOP,
+                      absolute);
+  }
+  if (info->is_directory) throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
+  if (info->size > max_bytes) {
+    throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, info->size);
+  }
+  if (info->size == 0) {
+    // The file API describes a FIFO, a socket or a device as an empty regular file, and reading
+    // a FIFO blocks. The guest can tell them apart: only a regular empty file reads as "".
+    const auto reply = service_->shell(
+        during, identity_.id,
+        "[ -f " + posix_quote(absolute) + " ] && [ ! -L " + posix_quote(absolute) +
+            " ] && [ ! -s " + posix_quote(absolute) + " ] && exit 0\n[ -f " +
+            posix_quote(absolute) + " ] && [ ! -L " + posix_quote(absolute) + " ] && exit 2\nexit 3\n");
+    if (reply.exit_code == 3) {
+      throw SystemError("'" + std::string(path) + "' is not a regular file", 0, absolute);
+    }
+    if (reply.exit_code == 0) return {};
+    // It grew since the stat: read it through the file API like any other.
+  }
+  const std::string route = service_->plane->sandbox_path(identity_.id) + "/files";
+  http::Response response;
+  try {
+    response = service_->plane->request(during, "GET", route, {{"path", absolute}}, std::nullopt,
+                                        max_bytes);
+  } catch (const http::BodyTooLarge&) {
+    throw TransferCapExceeded("max_bytes", std::string(path), max_bytes);
+  } catch (const http::DeadlineExceeded&) {
+    throw SystemError("reading '" + std::string(path) +
+                          "' did not finish within the backend's read_timeout_seconds (the "
+                          "service's file API cannot tell a FIFO from an empty file)",
+                      ETIMEDOUT, absolute);
+  }
+  if (response.status == 404) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
+  if (response.status < 200 || response.status > 299) {
+    DataPlane::fail("read a file in the sandbox", "GET", route, response);
+  }
+  return std::move(response.body);
+}
+
+std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
+                                                std::string_view working_directory) {
+  refuse_when_gone();
+  const Call during = call(Clock::now() + service_->config.read_timeout);
+  const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_symlinked_parents(file_stat(during), absolute, working_directory, /*include_self=*/true);
+  const auto self = service_->stat(during, identity_.id, absolute);
+  if (!self) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
+  if (self->is_symlink) {
+    throw ConfinementError("'" + std::string(path) + "' is a link; a listing never follows one");
+  }
+  if (!self->is_directory) {
+    throw NotADirectory("'" + std::string(path) + "' is not a directory", absolute);
+  }
+  const std::string base = entry_path(absolute, working_directory);
+  std::vector<SandboxEntry> entries;
+  for (const FileInfo& info : service_->list(during, identity_.id, absolute)) {
+    const bool direct = !info.name.empty() && info.name != "." && info.name != ".." &&
+                        info.name.find('/') == std::string::npos &&
+                        (info.path.empty() || info.path == (absolute == "/" ? "" : absolute) + "/" + info.name);
+    if (!direct) {
+      throw BackendError("the sandbox service listed an entry that is not a direct child",
+                         "list " + absolute + ": " + info.path.substr(0, 200));
+    }
+    SandboxEntry entry;
+    entry.path = base == "." ? info.name : base + "/" + info.name;
+    entry.kind = kind_of(info);
+    if (entry.kind == EntryKind::file) entry.size_bytes = info.size;
+    entries.push_back(std::move(entry));
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const SandboxEntry& a, const SandboxEntry& b) { return a.path < b.path; });
+  return entries;
+}
+
+void AcasSandbox::remove(std::string_view path, std::string_view working_directory,
+                         bool recursive) {
+  refuse_when_gone();
+  const std::string absolute = confine_guest_path(path, working_directory);
+  if (absolute == normalize_guest_path(working_directory)) {
+    throw ConfinementError("'" + std::string(path) +
+                           "' names the working directory itself, which is never removed");
+  }
+  const Call during = call(Clock::now() + service_->config.read_timeout);
+  refuse_symlinked_parents(file_stat(during), absolute, working_directory);
+  const auto leaf = service_->stat(during, identity_.id, absolute);
+  if (!leaf) return;  // already gone is success
+  if (leaf->is_directory && !leaf->is_symlink && !recursive) {
+    throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
+                      EISDIR, absolute);
+  }
+  // As the guest, from inside the parent (entered physically); rm never follows a link.
+  const std::string name = leaf_of(absolute);
+  std::string script = "p=" + posix_quote(parent_of(absolute)) + "\n";
+  script += "cd -P -- \"$p\" 2>/dev/null || exit 0\n";
+  script += "[ \"$(pwd -P)\" = \"$p\" ] || exit " + std::to_string(kThroughLink) + "\n";
+  script += "[ -e ./" + posix_quote(name) + " ] || [ -L ./" + posix_quote(name) + " ] || exit 0\n";
+  script += std::string("exec rm ") + (recursive ? "-rf" : "-f") + " -- ./" + posix_quote(name) + "\n";
+  const auto reply = service_->shell(during, identity_.id, script);
+  if (reply.exit_code == kThroughLink) {
+    throw ConfinementError("'" + std::string(path) + "' passes through a link");
+  }
+  if (reply.exit_code != 0) {
+    throw SystemError("the guest could not remove '" + std::string(path) + "': " +
+                          first_line(reply.stderr_text),
+                      EACCES, absolute);
+  }
+  // Absence is what the file API says, not what rm's exit claims.
+  if (service_->stat(during, identity_.id, absolute)) {
+    throw SystemError("'" + std::string(path) + "' is still there after the guest removed it",
+                      EEXIST, absolute);
+  }
+}
+
+}  // namespace airlock::acas
