@@ -34,16 +34,14 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   }
 }
 
-// The readers: `head` keeps limit + 1 bytes, then (when asked) the command's process group is
-// killed, and `cat` drains whatever else comes so that the command never blocks on a full FIFO.
+// The readers: `head` keeps limit + 1 bytes. Then, when truncating, `cat` drains whatever else
+// comes so that the command never blocks on a full FIFO; when refusing, nothing reads on, and the
+// command's next write to the stream fails.
 std::string reader(const RunPlan& plan, std::string_view name) {
   const std::string file = "\"$d/" + std::string(name) + "\"";
-  std::string script = "(head -c " + std::to_string(plan.limit + 1) + " >" + file + "; ";
-  if (plan.kill_on_overflow) {
-    script += "if [ \"$(($(wc -c <" + file + ")))\" -gt " + std::to_string(plan.limit) +
-              " ]; then kill -9 -\"$p\" 2>/dev/null || kill -9 \"$p\" 2>/dev/null; fi; ";
-  }
-  script += "cat >/dev/null) <\"$d/" + std::string(name) + ".p\" &\n";
+  std::string script = "(head -c " + std::to_string(plan.limit + 1) + " >" + file;
+  if (!plan.close_on_overflow) script += "; cat >/dev/null";
+  script += ") <\"$d/" + std::string(name) + ".p\" &\n";
   return script;
 }
 
@@ -83,18 +81,17 @@ std::string run_script(const RunPlan& plan) {
   script += "m=$(umask); umask 077\n";
   script += "mkdir -m 700 -- \"$d\" || exit 125\n";
   script += "mkfifo -- \"$d/o.p\" \"$d/e.p\" || exit 125\n";
-  // Job control gives the command a process group of its own, so an overflow can end all of it.
-  script += "set -m\n";
   script += "(umask \"$m\"; ";
   for (const auto& [name, value] : plan.environment) {
     script += "export " + name + "=" + posix_quote(value) + "; ";
   }
   script += "exec sh -c " + posix_quote(plan.command) + ") >\"$d/o.p\" 2>\"$d/e.p\" <" +
             (plan.stdin_path ? posix_quote(*plan.stdin_path) : std::string("/dev/null")) + " &\n";
-  script += "p=$!\nset +m\n";
+  script += "p=$!\n";
   script += reader(plan, "o") + "a=$!\n";
   script += reader(plan, "e") + "b=$!\n";
-  script += "wait \"$p\"; r=$?\nwait \"$a\"; wait \"$b\"\n";
+  // A shell reports a job ended by a signal ("Killed") on stderr, which must stay empty.
+  script += "wait \"$p\" 2>/dev/null; r=$?\nwait \"$a\" 2>/dev/null; wait \"$b\" 2>/dev/null\n";
   script += "rm -f -- \"$d/o.p\" \"$d/e.p\"\n";
   script += "printf '%s %s %s %s\\n' \"$t\" \"$r\" \"$(($(wc -c <\"$d/o\")))\" "
             "\"$(($(wc -c <\"$d/e\")))\"\n";

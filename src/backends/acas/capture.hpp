@@ -48,8 +48,10 @@ struct RunPlan {
   // Each stream keeps at most this many bytes; the capture reads limit + 1 so that passing it is
   // visible.
   std::uint64_t limit = 0;
-  // Kill the command (its process group) as soon as a stream passes the limit.
-  bool kill_on_overflow = true;
+  // Stop reading a stream once it passes the limit: the FIFO loses its reader, and the
+  // command's next write to it fails (SIGPIPE) — a flood ends itself. Off (truncation), the
+  // rest is drained so that the command runs to its own end.
+  bool close_on_overflow = true;
   std::optional<std::string> stdin_path;  // a guest file fed to the command's stdin
   std::string working_directory = "/";    // the command's; exit 124 when it cannot be entered
 };
