@@ -61,6 +61,8 @@ constexpr std::size_t kMaxLoggedBody = 300;
 constexpr std::uint64_t kMaxTokenAnswerBytes = 1u << 20;
 // How long IMDS gets to show that it exists at all before managed identity is unavailable.
 constexpr auto kImdsProbeTimeout = std::chrono::seconds(1);
+constexpr int kImdsMaxAttempts = 5;
+constexpr auto kImdsFirstRetryPause = std::chrono::milliseconds(200);
 
 // ---- small helpers ---------------------------------------------------------------------------
 
@@ -461,21 +463,34 @@ class ManagedIdentityCredential final : public TokenCredential {
     request.headers = {{"Metadata", "true"}, {"Accept", "application/json"}};
     request.deadline = deadline;
     request.max_response_bytes = kMaxTokenAnswerBytes;
-    const SystemClock::time_point asked = SystemClock::now();
-    const http::Response response = perform(env_, request, "the IMDS endpoint");
     const std::string where = "GET " + url_host(host);
-    if (response.status == 400) {
-      // IMDS answers 400 when no identity (or not the one named) is assigned to this host.
-      throw CredentialUnavailable("IMDS at " + url_host(host) +
-                                  " has no managed identity assigned (or not the one AZURE_CLIENT_ID names)");
+    // IMDS answers 404 and 410 while it is being updated, and 429 and 5xx under load: those are
+    // asked again, with a growing pause, while the deadline leaves room.
+    auto pause = kImdsFirstRetryPause;
+    for (int attempt = 1;; ++attempt) {
+      const SystemClock::time_point asked = SystemClock::now();
+      const http::Response response = perform(env_, request, "the IMDS endpoint");
+      if (response.status == 200) return managed_identity_token(response, where, asked);
+      if (response.status == 400 ||
+          (response.status == 403 && response.body.find("unreachable") != std::string::npos)) {
+        // 400: no identity (or not the one named) is assigned to this host. 403 "unreachable":
+        // a local proxy (Docker Desktop) answering for an IMDS that is not there.
+        throw CredentialUnavailable("IMDS at " + url_host(host) +
+                                    " has no managed identity assigned (or not the one "
+                                    "AZURE_CLIENT_ID names)");
+      }
+      const bool transient = response.status == 404 || response.status == 410 ||
+                             response.status == 429 || response.status >= 500;
+      if (!transient || attempt >= kImdsMaxAttempts || SteadyClock::now() + pause >= deadline) {
+        const std::string summary = error_summary(response.body, {});
+        throw BackendError("the IMDS endpoint refused the token request",
+                           where + " answered " + std::to_string(response.status) + " (attempt " +
+                               std::to_string(attempt) + "): " + summary,
+                           BackendError::ProviderResponse{response.status, summary});
+      }
+      std::this_thread::sleep_for(pause);
+      pause *= 2;
     }
-    if (response.status != 200) {
-      const std::string summary = error_summary(response.body, {});
-      throw BackendError("the IMDS endpoint refused the token request",
-                         where + " answered " + std::to_string(response.status) + ": " + summary,
-                         BackendError::ProviderResponse{response.status, summary});
-    }
-    return managed_identity_token(response, where, asked);
   }
 
   void probe_imds(const std::string& url, SteadyClock::time_point deadline) {
@@ -805,6 +820,8 @@ class CachedCredential final : public TokenCredential {
     while (true) {
       if (entry.token && SystemClock::now() < entry.refresh_at) return *entry.token;
       if (!entry.refreshing) break;
+      // Someone is already refreshing and the token in hand has not expired: no need to wait.
+      if (still_valid(entry)) return *entry.token;
       // Another caller is refreshing this scope: its answer (or its failure) is ours too.
       const std::uint64_t generation = entry.generation;
       const bool finished = entry.done.wait_until(lock, deadline, [&] {
@@ -814,8 +831,10 @@ class CachedCredential final : public TokenCredential {
         if (still_valid(entry)) return *entry.token;
         throw Timeout("no Azure token was obtained before the deadline");
       }
-      if (entry.failure && !still_valid(entry)) std::rethrow_exception(entry.failure);
       if (still_valid(entry)) return *entry.token;
+      // The refresher ran out of its own deadline, which says nothing about ours: try again.
+      if (entry.failure_was_timeout) continue;
+      if (entry.failure) std::rethrow_exception(entry.failure);
     }
 
     entry.refreshing = true;
@@ -832,6 +851,7 @@ class CachedCredential final : public TokenCredential {
     entry.refreshing = false;
     ++entry.generation;
     entry.failure = failure;
+    entry.failure_was_timeout = is_timeout(failure);
     if (fresh) {
       entry.refresh_at = refresh_time(asked, fresh->expires_on);
       entry.token = std::move(fresh);
@@ -856,6 +876,7 @@ class CachedCredential final : public TokenCredential {
     bool refreshing = false;
     std::uint64_t generation = 0;
     std::exception_ptr failure;  // the last refresh's, for the callers that waited on it
+    bool failure_was_timeout = false;
     std::condition_variable done;
   };
 
@@ -869,6 +890,17 @@ class CachedCredential final : public TokenCredential {
     const auto lifetime = expires - obtained;
     if (lifetime < std::chrono::minutes(10)) return obtained + lifetime / 2;
     return expires - std::chrono::minutes(5);
+  }
+
+  static bool is_timeout(const std::exception_ptr& failure) {
+    if (!failure) return false;
+    try {
+      std::rethrow_exception(failure);
+    } catch (const Timeout&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
   }
 
   static std::string describe(const std::exception_ptr& failure) {

@@ -507,6 +507,30 @@ TEST(AcasCredentials, ImdsWithoutAnAssignedIdentityIsUnavailable) {
   EXPECT_THROW(credential->get_token(kScope, in(10s)), CredentialUnavailable);
 }
 
+TEST(AcasCredentials, ImdsIsAskedAgainWhileItIsUpdating) {
+  const long long expires = epoch_in(3600s);
+  std::atomic<int> asked{0};
+  TestServer imds([&](const Seen& seen) {
+    if (seen.headers.count("metadata") != 0 && ++asked <= 2) return Reply{410, "{}"};
+    return imds_answer(seen, expires);
+  });
+  FakeEnvironment fake;
+  fake.set("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds.base());
+  EXPECT_EQ(managed_identity_credential(fake.environment())->get_token(kScope, in(10s)).token,
+            "tok-imds");
+  EXPECT_EQ(imds.count(), 4u);  // the probe, two 410s, the answer
+
+  // A status that is not transient is a failure at once.
+  TestServer refusing([&](const Seen& seen) {
+    if (seen.headers.count("metadata") == 0) return imds_answer(seen, expires);
+    return Reply{403, R"({"error":"forbidden"})"};
+  });
+  fake.set("AZURE_POD_IDENTITY_AUTHORITY_HOST", refusing.base());
+  EXPECT_THROW(managed_identity_credential(fake.environment())->get_token(kScope, in(10s)),
+               airlock::BackendError);
+  EXPECT_EQ(refusing.count(), 2u);
+}
+
 TEST(AcasCredentials, ImdsThatDoesNotAnswerIsUnavailableWithinAboutASecond) {
   std::atomic<bool> release{false};
   TestServer imds([&](const Seen&) {
@@ -750,6 +774,47 @@ TEST(AcasCredentials, FailingRefreshKeepsStillValidToken) {
   // Once it has expired, the failure is the caller's.
   std::this_thread::sleep_for(1000ms);
   EXPECT_THROW(cached->get_token(kScope, in(10s)), airlock::BackendError);
+}
+
+TEST(AcasCredentials, CallersDuringARefreshGetTheStillValidTokenWithoutWaiting) {
+  auto inner = std::make_shared<ScriptedCredential>();
+  inner->lifetime = 4000ms;
+  const auto cached = cached_credential(inner);
+  EXPECT_EQ(cached->get_token(kScope, in(10s)).token, "tok-1");
+  std::this_thread::sleep_for(2100ms);  // past half its life
+  inner->delay = 800ms;
+  std::thread refresher([&] { EXPECT_EQ(cached->get_token(kScope, in(10s)).token, "tok-2"); });
+  while (inner->calls.load() < 2) std::this_thread::sleep_for(5ms);  // the refresh is running
+  const auto start = SteadyClock::now();
+  EXPECT_EQ(cached->get_token(kScope, in(10s)).token, "tok-1");
+  EXPECT_LT(SteadyClock::now() - start, 300ms);
+  refresher.join();
+  EXPECT_EQ(cached->get_token(kScope, in(10s)).token, "tok-2");
+  EXPECT_EQ(inner->calls.load(), 2);
+}
+
+// A refresher whose own (short) deadline passes does not fail the callers waiting with longer
+// ones: one of them refreshes in turn.
+class DeadlineBoundCredential : public TokenCredential {
+ public:
+  AccessToken get_token(std::string_view, SteadyClock::time_point deadline) override {
+    ++calls;
+    std::this_thread::sleep_until(std::min(deadline, SteadyClock::now() + 300ms));
+    if (SteadyClock::now() >= deadline) throw airlock::Timeout("too slow");
+    return AccessToken{"tok", std::chrono::system_clock::now() + 1h};
+  }
+  std::string name() const override { return "deadline-bound"; }
+  std::atomic<int> calls{0};
+};
+
+TEST(AcasCredentials, WaitersOutliveARefresherThatMissedItsOwnDeadline) {
+  auto inner = std::make_shared<DeadlineBoundCredential>();
+  const auto cached = cached_credential(inner);
+  std::thread hasty([&] { EXPECT_THROW(cached->get_token(kScope, in(100ms)), airlock::Timeout); });
+  while (inner->calls.load() < 1) std::this_thread::sleep_for(1ms);  // the hasty one refreshes
+  EXPECT_EQ(cached->get_token(kScope, in(10s)).token, "tok");
+  hasty.join();
+  EXPECT_EQ(inner->calls.load(), 2);
 }
 
 TEST(AcasCredentials, WaitersOfAFailedRefreshGetItsFailure) {
