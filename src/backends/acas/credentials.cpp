@@ -105,14 +105,17 @@ bool starts_with_ci(std::string_view text, std::string_view prefix) {
 }
 
 // Removes every occurrence of the values a credential holds from text bound for a log, in case
-// an endpoint echoes what it was sent.
+// an endpoint echoes what it was sent (as sent, or form-encoded as the request carried it).
 std::string scrub(std::string text, const std::vector<std::string>& secrets) {
-  for (const std::string& secret : secrets) {
-    if (secret.size() < 4) continue;
-    for (std::size_t at = text.find(secret); at != std::string::npos;
-         at = text.find(secret, at)) {
-      text.replace(at, secret.size(), "[redacted]");
+  const auto remove = [&text](const std::string& value) {
+    if (value.size() < 4) return;
+    for (std::size_t at = text.find(value); at != std::string::npos; at = text.find(value, at)) {
+      text.replace(at, value.size(), "[redacted]");
     }
+  };
+  for (const std::string& secret : secrets) {
+    remove(secret);
+    remove(http::url_encode(secret));
   }
   return text;
 }

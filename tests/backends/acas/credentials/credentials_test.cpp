@@ -48,7 +48,8 @@ using SteadyClock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
 constexpr const char* kScope = "https://dynamicsessions.io/.default";
-constexpr const char* kSecret = "s3cr3t-client-secret-value";
+// Characters a form encodes, so that an echo of the encoded request is caught as well.
+constexpr const char* kSecret = "s3cr3t+client/secret=value";
 constexpr const char* kAssertion = "eyJhbGciOi.federated-assertion.sig";
 
 SteadyClock::time_point in(std::chrono::milliseconds span) { return SteadyClock::now() + span; }
@@ -903,8 +904,8 @@ TEST(AcasCredentials, NoSecretAssertionOrTokenInErrorsOrLogs) {
   said.push_back(log.text());
   for (const std::string& text : said) {
     for (const std::string& secret :
-         {std::string(kSecret), std::string(kAssertion), std::string("tok-leak-1"),
-          std::string("tok-leak-2"), held}) {
+         {std::string(kSecret), http::url_encode(kSecret), std::string(kAssertion),
+          std::string("tok-leak-1"), std::string("tok-leak-2"), held}) {
       EXPECT_EQ(text.find(secret), std::string::npos) << "'" << secret << "' in: " << text;
     }
   }
