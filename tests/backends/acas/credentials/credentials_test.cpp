@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -600,6 +599,30 @@ TEST(AcasCredentials, AzureCliNotLoggedInIsUnavailableAndOtherFailuresAreFailure
   }
 }
 
+TEST(AcasCredentials, UnavailableCredentialsAreSkippedAndTheChainKeepsItsChoice) {
+  // Half an environment credential, IMDS without an identity, and a logged-in az.
+  TestServer imds([&](const Seen& seen) { return imds_answer(seen, 0, false); });
+  TempDir dir;
+  fake_az(dir.path(), "echo '{\"accessToken\":\"tok-cli\",\"expires_on\":" +
+                          std::to_string(epoch_in(3600s)) + "}'");
+  FakeEnvironment fake;
+  fake.set("AZURE_TENANT_ID", "t");
+  fake.set("AZURE_CLIENT_ID", "c");
+  fake.set("AZURE_POD_IDENTITY_AUTHORITY_HOST", imds.base());
+  fake.set("PATH", dir.path().string() + ":/usr/bin:/bin");
+
+  const auto chain = default_credential_chain(fake.environment());
+  EXPECT_EQ(chain->get_token(kScope, in(10s)).token, "tok-cli");
+  EXPECT_EQ(chain->name(), "Azure CLI");
+  const std::size_t imds_requests = imds.count();
+  EXPECT_EQ(imds_requests, 2u);  // the probe and the refused token request
+
+  // Settled: a secret appearing later does not move the chain, nor is IMDS asked again.
+  fake.set("AZURE_CLIENT_SECRET", kSecret);
+  EXPECT_EQ(chain->get_token(kScope, in(10s)).token, "tok-cli");
+  EXPECT_EQ(imds.count(), imds_requests);
+}
+
 TEST(AcasCredentials, AllUnavailableListsEachReason) {
   FakeEnvironment fake;
   const auto chain = default_credential_chain(fake.environment());
@@ -937,9 +960,9 @@ TEST(AcasCredentials, HungTokenEndpointIsBoundedByDeadline) {
 
 bool process_gone(pid_t pid) {
   // Gone, or a zombie waiting for a reaper other than us (a container's init may be slow).
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  if (!stat) return true;
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const fs::path stat = "/proc/" + std::to_string(pid) + "/stat";
+  if (!fs::exists(stat)) return true;
+  const std::string text = read_text(stat);
   const std::size_t close = text.rfind(')');
   return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
 }
