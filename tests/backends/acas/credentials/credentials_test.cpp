@@ -623,6 +623,20 @@ TEST(AcasCredentials, UnavailableCredentialsAreSkippedAndTheChainKeepsItsChoice)
   EXPECT_EQ(imds.count(), imds_requests);
 }
 
+TEST(AcasCredentials, AzureCliOutputIsBounded) {
+  TempDir dir;
+  fake_az(dir.path(), "head -c 3000000 /dev/zero | tr '\\0' a");
+  FakeEnvironment fake;
+  fake.set("PATH", dir.path().string() + ":/usr/bin:/bin");
+  try {
+    azure_cli_credential(fake.environment())->get_token(kScope, in(10s));
+    FAIL() << "three megabytes are not a token";
+  } catch (const airlock::BackendError& error) {
+    EXPECT_STREQ(error.what(), "the Azure CLI's answer is not a token");
+    EXPECT_NE(error.detail().find("more than"), std::string::npos) << error.detail();
+  }
+}
+
 TEST(AcasCredentials, AllUnavailableListsEachReason) {
   FakeEnvironment fake;
   const auto chain = default_credential_chain(fake.environment());
@@ -673,6 +687,31 @@ TEST(AcasCredentials, WrongSecretStopsChainBeforeManagedIdentity) {
   }
   EXPECT_EQ(authority.count(), 1u);
   EXPECT_EQ(msi.count(), 0u);
+}
+
+TEST(AcasCredentials, TokenEndpointErrorBodyIsCutIntoTheDetail) {
+  TestServer authority(
+      [](const Seen&) {
+        return Reply{400, json{{"error", "invalid_request"},
+                               {"error_description", std::string(5000, 'x')}}
+                              .dump()};
+      },
+      certificate().cert_pem, certificate().key_pem);
+  FakeEnvironment fake;
+  fake.set("AZURE_TENANT_ID", "t");
+  fake.set("AZURE_CLIENT_ID", "c");
+  fake.set("AZURE_CLIENT_SECRET", kSecret);
+  fake.set("AZURE_AUTHORITY_HOST", authority.base());
+  try {
+    environment_client_secret_credential(fake.environment())->get_token(kScope, in(10s));
+    FAIL() << "a 400 must throw";
+  } catch (const airlock::BackendError& error) {
+    EXPECT_NE(error.detail().find("answered 400: invalid_request: xxx"), std::string::npos)
+        << error.detail();
+    EXPECT_LT(error.detail().size(), 400u);
+    ASSERT_TRUE(error.response().has_value());
+    EXPECT_LE(error.response()->body.size(), 304u);
+  }
 }
 
 TEST(AcasCredentials, AuthorityHostMustBeHttps) {
