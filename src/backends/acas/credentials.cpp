@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +22,6 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -194,11 +194,11 @@ std::string resource_of(std::string_view scope) {
 // Only the characters a scope URI uses: the scope reaches an endpoint's query and the CLI's
 // argument vector, and neither should see anything else.
 void check_scope(std::string_view scope) {
-  const bool ok = !scope.empty() && scope.front() != '-' &&
-                  std::all_of(scope.begin(), scope.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ||
-                           c == '_' || c == ':' || c == '/';
-                  });
+  const bool ok =
+      !scope.empty() && scope.front() != '-' && std::all_of(scope.begin(), scope.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+               c == ':' || c == '/';
+      });
   if (!ok) throw InvalidArgument("the token scope is not a scope URI");
 }
 
@@ -213,7 +213,8 @@ void check_scope(std::string_view scope) {
 
 http::Response perform(const CredentialEnvironment& env, const http::Request& request,
                        const std::string& what) {
-  if (!env.client) throw BackendError(what + " has no HTTP client", "CredentialEnvironment.client is null");
+  if (!env.client)
+    throw BackendError(what + " has no HTTP client", "CredentialEnvironment.client is null");
   try {
     return env.client->perform(request);
   } catch (const http::TransportError& error) {
@@ -241,7 +242,9 @@ void check_tenant(const std::string& tenant) {
   const bool ok = std::all_of(tenant.begin(), tenant.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-';
   });
-  if (!ok) throw BackendError("AZURE_TENANT_ID is not a tenant id", "AZURE_TENANT_ID has characters a tenant id does not");
+  if (!ok)
+    throw BackendError("AZURE_TENANT_ID is not a tenant id",
+                       "AZURE_TENANT_ID has characters a tenant id does not");
 }
 
 // ---- the AAD v2 token endpoint (client secret, client assertion) ---------------------------
@@ -348,11 +351,12 @@ class WorkloadIdentityCredential final : public TokenCredential {
     const std::string assertion = read_assertion(*file);
     TokenEndpointCall call;
     call.url = token_url(authority_host(env_, allow_http_authority_), *tenant);
-    call.form = {{"client_id", *client},
-                 {"scope", std::string(scope)},
-                 {"grant_type", "client_credentials"},
-                 {"client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
-                 {"client_assertion", assertion}};
+    call.form = {
+        {"client_id", *client},
+        {"scope", std::string(scope)},
+        {"grant_type", "client_credentials"},
+        {"client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
+        {"client_assertion", assertion}};
     call.secrets = {assertion};
     call.refused_message = "the Azure token endpoint refused the federated token";
     return post_for_token(env_, call, deadline);
@@ -426,7 +430,8 @@ class ManagedIdentityCredential final : public TokenCredential {
                                                          std::string_view scope) const {
     std::vector<std::pair<std::string, std::string>> pairs = {{"api-version", api_version},
                                                               {"resource", resource_of(scope)}};
-    if (const auto client = nonempty(env_, "AZURE_CLIENT_ID")) pairs.emplace_back("client_id", *client);
+    if (const auto client = nonempty(env_, "AZURE_CLIENT_ID"))
+      pairs.emplace_back("client_id", *client);
     return pairs;
   }
 
@@ -455,8 +460,8 @@ class ManagedIdentityCredential final : public TokenCredential {
   // without the Metadata header, which IMDS answers at once with 400): a host without IMDS
   // must not cost every caller its whole deadline.
   AccessToken from_imds(std::string_view scope, SteadyClock::time_point deadline) {
-    const std::string host =
-        without_trailing_slashes(nonempty(env_, "AZURE_POD_IDENTITY_AUTHORITY_HOST").value_or(kDefaultImdsHost));
+    const std::string host = without_trailing_slashes(
+        nonempty(env_, "AZURE_POD_IDENTITY_AUTHORITY_HOST").value_or(kDefaultImdsHost));
     const std::string url =
         host + "/metadata/identity/oauth2/token?" + http::query_string(query("2018-02-01", scope));
     probe_imds(url, deadline);
@@ -617,8 +622,8 @@ CliRun run_cli(const std::string& program, const std::vector<std::string>& args,
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |
-                                            POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
 
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(program.c_str()));
@@ -626,12 +631,14 @@ CliRun run_cli(const std::string& program, const std::vector<std::string>& args,
   argv.push_back(nullptr);
 
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
+  const int spawned =
+      ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawned != 0) {
-    throw BackendError("the Azure CLI could not be started",
-                       std::system_error(spawned, std::generic_category(), "posix_spawn " + program));
+    throw BackendError(
+        "the Azure CLI could not be started",
+        std::system_error(spawned, std::generic_category(), "posix_spawn " + program));
   }
   out_write.reset();
   err_write.reset();
@@ -718,11 +725,13 @@ class AzureCliCredential final : public TokenCredential {
     check_scope(scope);
     const std::optional<std::string> program =
         find_program(env_.az_program, env_.variable ? env_.variable("PATH") : std::nullopt);
-    if (!program) throw CredentialUnavailable("the Azure CLI (" + env_.az_program + ") is not on PATH");
+    if (!program)
+      throw CredentialUnavailable("the Azure CLI (" + env_.az_program + ") is not on PATH");
 
-    const CliRun run = run_cli(
-        *program, {"account", "get-access-token", "--scope", std::string(scope), "--output", "json"},
-        deadline);
+    const CliRun run =
+        run_cli(*program,
+                {"account", "get-access-token", "--scope", std::string(scope), "--output", "json"},
+                deadline);
     if (run.stdout_too_large) {
       throw BackendError("the Azure CLI's answer is not a token",
                          "az account get-access-token wrote more than " +
@@ -756,8 +765,9 @@ class AzureCliCredential final : public TokenCredential {
         }
       }
     }
-    throw BackendError("the Azure CLI's answer is not a token",
-                       "az account get-access-token printed no accessToken with expires_on or expiresOn");
+    throw BackendError(
+        "the Azure CLI's answer is not a token",
+        "az account get-access-token printed no accessToken with expires_on or expiresOn");
   }
 
   CredentialEnvironment env_;
@@ -827,9 +837,8 @@ class CachedCredential final : public TokenCredential {
       if (still_valid(entry)) return *entry.token;
       // Another caller is refreshing this scope: its answer (or its failure) is ours too.
       const std::uint64_t generation = entry.generation;
-      const bool finished = entry.done.wait_until(lock, deadline, [&] {
-        return entry.generation != generation;
-      });
+      const bool finished =
+          entry.done.wait_until(lock, deadline, [&] { return entry.generation != generation; });
       if (!finished) {
         if (still_valid(entry)) return *entry.token;
         throw Timeout("no Azure token was obtained before the deadline");
@@ -862,9 +871,10 @@ class CachedCredential final : public TokenCredential {
     entry.done.notify_all();
     if (!failure) return *entry.token;
     if (still_valid(entry)) {
-      spdlog::warn("acas: refreshing the Azure token for {} failed; the cached token is used until "
-                   "it expires: {}",
-                   scope, describe(failure));
+      spdlog::warn(
+          "acas: refreshing the Azure token for {} failed; the cached token is used until "
+          "it expires: {}",
+          scope, describe(failure));
       return *entry.token;
     }
     std::rethrow_exception(failure);
@@ -910,7 +920,8 @@ class CachedCredential final : public TokenCredential {
     try {
       std::rethrow_exception(failure);
     } catch (const BackendError& error) {
-      return std::string(error.what()) + (error.detail().empty() ? "" : " (" + error.detail() + ")");
+      return std::string(error.what()) +
+             (error.detail().empty() ? "" : " (" + error.detail() + ")");
     } catch (const std::exception& error) {
       return error.what();
     } catch (...) {
@@ -925,7 +936,6 @@ class CachedCredential final : public TokenCredential {
 
 }  // namespace
 }  // namespace credentials_impl
-
 
 // ---- public ---------------------------------------------------------------------------------
 
@@ -956,9 +966,10 @@ std::shared_ptr<TokenCredential> azure_cli_credential(CredentialEnvironment env)
 }
 
 std::shared_ptr<TokenCredential> default_credential_chain(CredentialEnvironment env) {
-  return std::make_shared<credentials_impl::ChainCredential>(std::vector<std::shared_ptr<TokenCredential>>{
-      environment_client_secret_credential(env), workload_identity_credential(env),
-      managed_identity_credential(env), azure_cli_credential(env)});
+  return std::make_shared<credentials_impl::ChainCredential>(
+      std::vector<std::shared_ptr<TokenCredential>>{
+          environment_client_secret_credential(env), workload_identity_credential(env),
+          managed_identity_credential(env), azure_cli_credential(env)});
 }
 
 std::shared_ptr<TokenCredential> cached_credential(std::shared_ptr<TokenCredential> inner) {

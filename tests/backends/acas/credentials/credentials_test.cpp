@@ -1,6 +1,8 @@
 // The acas backend's credential chain against endpoints served in this process: the AAD token
 // endpoint over TLS, IMDS and the platform's managed identity endpoint over plain http, and a
 // fake `az` first on PATH.
+#include "backends/acas/credentials.hpp"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <microhttpd.h>
@@ -29,7 +31,6 @@
 
 #include "airlock/backends/acas.hpp"
 #include "airlock/errors.hpp"
-#include "backends/acas/credentials.hpp"
 #include "backends/acas/http.hpp"
 
 namespace airlock::acas::internal {
@@ -51,7 +52,9 @@ constexpr const char* kScope = "https://dynamicsessions.io/.default";
 constexpr const char* kSecret = "s3cr3t+client/secret=value";
 constexpr const char* kAssertion = "eyJhbGciOi.federated-assertion.sig";
 
-SteadyClock::time_point in(std::chrono::milliseconds span) { return SteadyClock::now() + span; }
+SteadyClock::time_point in(std::chrono::milliseconds span) {
+  return SteadyClock::now() + span;
+}
 
 std::string read_text(const fs::path& path) {
   std::ifstream file(path);
@@ -136,19 +139,18 @@ class TestServer {
     address.sin_family = AF_INET;
     address.sin_port = 0;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
     if (!cert_.empty()) flags |= MHD_USE_TLS;
     if (cert_.empty()) {
       daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &TestServer::dispatch, this,
                                  MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_NOTIFY_COMPLETED,
                                  &TestServer::completed, this, MHD_OPTION_END);
     } else {
-      daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &TestServer::dispatch, this,
-                                 MHD_OPTION_SOCK_ADDR, &address, MHD_OPTION_NOTIFY_COMPLETED,
-                                 &TestServer::completed, this, MHD_OPTION_HTTPS_MEM_CERT,
-                                 cert_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, key_.c_str(),
-                                 MHD_OPTION_END);
+      daemon_ = MHD_start_daemon(
+          flags, 0, nullptr, nullptr, &TestServer::dispatch, this, MHD_OPTION_SOCK_ADDR, &address,
+          MHD_OPTION_NOTIFY_COMPLETED, &TestServer::completed, this, MHD_OPTION_HTTPS_MEM_CERT,
+          cert_.c_str(), MHD_OPTION_HTTPS_MEM_KEY, key_.c_str(), MHD_OPTION_END);
     }
     if (daemon_ == nullptr) throw std::runtime_error("MHD_start_daemon failed");
     port_ = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT)->port;
@@ -256,8 +258,7 @@ const Certificate& certificate() {
                                 " req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
                                 " -nodes -days 2 -subj /CN=127.0.0.1"
                                 " -addext subjectAltName=IP:127.0.0.1 -keyout " +
-                                key.string() + " -out " + c.cert_file.string() +
-                                " >/dev/null 2>&1";
+                                key.string() + " -out " + c.cert_file.string() + " >/dev/null 2>&1";
     if (std::system(command.c_str()) != 0) throw std::runtime_error("openssl req failed");
     c.cert_pem = read_text(c.cert_file);
     c.key_pem = read_text(key);
@@ -267,7 +268,9 @@ const Certificate& certificate() {
 }
 
 // A port nothing listens on: IMDS "absent" answers a connect with a refusal at once.
-std::string closed_endpoint() { return "http://127.0.0.1:9"; }
+std::string closed_endpoint() {
+  return "http://127.0.0.1:9";
+}
 
 // ---- the environment a credential sees ---------------------------------------------------
 
@@ -294,8 +297,8 @@ class FakeEnvironment {
       if (it == values->map.end()) return std::nullopt;
       return it->second;
     };
-    env.client = std::make_shared<http::Client>(
-        http::ClientOptions{certificate().cert_file.string(), true});
+    env.client =
+        std::make_shared<http::Client>(http::ClientOptions{certificate().cert_file.string(), true});
     return env;
   }
 
@@ -367,8 +370,11 @@ std::string everything_said(const std::exception& error) {
 // ---- the chain picks the credential the host has -----------------------------------------
 
 TEST(AcasCredentials, ChainPicksEnvironmentClientSecretWhenSet) {
-  TestServer authority([](const Seen&) { return Reply{200, token_answer("tok-env")}; },
-                       certificate().cert_pem, certificate().key_pem);
+  TestServer authority(
+      [](const Seen&) {
+        return Reply{200, token_answer("tok-env")};
+      },
+      certificate().cert_pem, certificate().key_pem);
   FakeEnvironment fake;
   fake.set("AZURE_TENANT_ID", "tenant-1");
   fake.set("AZURE_CLIENT_ID", "client-1");
@@ -394,8 +400,11 @@ TEST(AcasCredentials, ChainPicksEnvironmentClientSecretWhenSet) {
 }
 
 TEST(AcasCredentials, TokenEndpointExpiresInMayBeAString) {
-  TestServer authority([](const Seen&) { return Reply{200, token_answer("tok", 1800, true)}; },
-                       certificate().cert_pem, certificate().key_pem);
+  TestServer authority(
+      [](const Seen&) {
+        return Reply{200, token_answer("tok", 1800, true)};
+      },
+      certificate().cert_pem, certificate().key_pem);
   FakeEnvironment fake;
   fake.set("AZURE_TENANT_ID", "t");
   fake.set("AZURE_CLIENT_ID", "c");
@@ -409,8 +418,11 @@ TEST(AcasCredentials, TokenEndpointExpiresInMayBeAString) {
 }
 
 TEST(AcasCredentials, ChainPicksWorkloadIdentityWhenTokenFileSet) {
-  TestServer authority([](const Seen&) { return Reply{200, token_answer("tok-wi")}; },
-                       certificate().cert_pem, certificate().key_pem);
+  TestServer authority(
+      [](const Seen&) {
+        return Reply{200, token_answer("tok-wi")};
+      },
+      certificate().cert_pem, certificate().key_pem);
   TempDir dir;
   write_text(dir.path() / "token", std::string("  ") + kAssertion + "\n");
   FakeEnvironment fake;
@@ -438,7 +450,8 @@ TEST(AcasCredentials, ChainPicksWorkloadIdentityWhenTokenFileSet) {
 TEST(AcasCredentials, ChainPicksManagedIdentityViaIdentityEndpoint) {
   const long long expires = epoch_in(3600s);
   TestServer msi([&](const Seen&) {
-    return Reply{200, json{{"access_token", "tok-msi"}, {"expires_on", std::to_string(expires)},
+    return Reply{200, json{{"access_token", "tok-msi"},
+                           {"expires_on", std::to_string(expires)},
                            {"resource", "https://dynamicsessions.io"}}
                           .dump()};
   });
@@ -466,7 +479,9 @@ TEST(AcasCredentials, ChainPicksManagedIdentityViaIdentityEndpoint) {
 // real one answered.
 Reply imds_answer(const Seen& seen, long long expires, bool identity_assigned = true) {
   if (seen.headers.count("metadata") == 0) {
-    return Reply{400, R"({"error":"invalid_request","error_description":"Required metadata header not specified"})"};
+    return Reply{
+        400,
+        R"({"error":"invalid_request","error_description":"Required metadata header not specified"})"};
   }
   if (!identity_assigned) {
     return Reply{400, R"({"error":"invalid_request","error_description":"Identity not found"})"};
@@ -548,8 +563,10 @@ TEST(AcasCredentials, ImdsThatDoesNotAnswerIsUnavailableWithinAboutASecond) {
 
 TEST(AcasCredentials, ChainPicksAzureCliFromPath) {
   TempDir dir;
-  fake_az(dir.path(), "echo '{\"accessToken\":\"tok-cli\",\"expiresOn\":\"2001-01-01 00:00:00.000000\","
-                      "\"expires_on\":" + std::to_string(epoch_in(3600s)) + ",\"tokenType\":\"Bearer\"}'");
+  fake_az(dir.path(),
+          "echo '{\"accessToken\":\"tok-cli\",\"expiresOn\":\"2001-01-01 00:00:00.000000\","
+          "\"expires_on\":" +
+              std::to_string(epoch_in(3600s)) + ",\"tokenType\":\"Bearer\"}'");
   FakeEnvironment fake;
   fake.set("PATH", dir.path().string() + ":/usr/bin:/bin");
 
@@ -560,12 +577,14 @@ TEST(AcasCredentials, ChainPicksAzureCliFromPath) {
   EXPECT_GT(token.expires_on, std::chrono::system_clock::now() + 3500s);
   EXPECT_EQ(chain->name(), "Azure CLI");
   const std::string argv = read_text(dir.path() / "argv");
-  EXPECT_EQ(argv, std::string("account\nget-access-token\n--scope\n") + kScope + "\n--output\njson\n");
+  EXPECT_EQ(argv,
+            std::string("account\nget-access-token\n--scope\n") + kScope + "\n--output\njson\n");
 }
 
 TEST(AcasCredentials, AzureCliExpiresOnIsLocalTime) {
   TempDir dir;
-  fake_az(dir.path(), "echo '{\"accessToken\":\"tok-cli\",\"expiresOn\":\"2031-05-06 07:08:09.123456\"}'");
+  fake_az(dir.path(),
+          "echo '{\"accessToken\":\"tok-cli\",\"expiresOn\":\"2031-05-06 07:08:09.123456\"}'");
   FakeEnvironment fake;
   fake.set("PATH", dir.path().string());
   const AccessToken token = azure_cli_credential(fake.environment())->get_token(kScope, in(10s));
@@ -659,7 +678,9 @@ TEST(AcasCredentials, AllUnavailableListsEachReason) {
 TEST(AcasCredentials, WrongSecretStopsChainBeforeManagedIdentity) {
   TestServer authority(
       [](const Seen&) {
-        return Reply{401, R"({"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided."})"};
+        return Reply{
+            401,
+            R"({"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided."})"};
       },
       certificate().cert_pem, certificate().key_pem);
   TestServer msi([](const Seen&) {
@@ -692,9 +713,9 @@ TEST(AcasCredentials, WrongSecretStopsChainBeforeManagedIdentity) {
 TEST(AcasCredentials, TokenEndpointErrorBodyIsCutIntoTheDetail) {
   TestServer authority(
       [](const Seen&) {
-        return Reply{400, json{{"error", "invalid_request"},
-                               {"error_description", std::string(5000, 'x')}}
-                              .dump()};
+        return Reply{
+            400, json{{"error", "invalid_request"}, {"error_description", std::string(5000, 'x')}}
+                     .dump()};
       },
       certificate().cert_pem, certificate().key_pem);
   FakeEnvironment fake;
@@ -739,8 +760,11 @@ TEST(AcasCredentials, AuthorityHostMustBeHttps) {
 }
 
 TEST(AcasCredentials, FederatedTokenFileIsReadAgainPerRequest) {
-  TestServer authority([](const Seen&) { return Reply{200, token_answer("tok")}; },
-                       certificate().cert_pem, certificate().key_pem);
+  TestServer authority(
+      [](const Seen&) {
+        return Reply{200, token_answer("tok")};
+      },
+      certificate().cert_pem, certificate().key_pem);
   TempDir dir;
   const fs::path file = dir.path() / "token";
   write_text(file, "assertion-one\n");
@@ -765,7 +789,9 @@ TEST(AcasCredentials, FederatedTokenFileIsReadAgainPerRequest) {
 TEST(AcasCredentials, TokensAreCachedAndRefreshedBeforeExpiry) {
   std::atomic<int> issued{0};
   TestServer authority(
-      [&](const Seen&) { return Reply{200, token_answer("tok-" + std::to_string(++issued), 2)}; },
+      [&](const Seen&) {
+        return Reply{200, token_answer("tok-" + std::to_string(++issued), 2)};
+      },
       certificate().cert_pem, certificate().key_pem);
   FakeEnvironment fake;
   fake.set("AZURE_TENANT_ID", "t");
@@ -910,11 +936,15 @@ TEST(AcasCredentials, NoSecretAssertionOrTokenInErrorsOrLogs) {
   // "success" lacks an expiry but carries a token.
   TestServer echoing(
       [](const Seen& seen) {
-        return Reply{400, json{{"error", "invalid_request"}, {"error_description", seen.body}}.dump()};
+        return Reply{400,
+                     json{{"error", "invalid_request"}, {"error_description", seen.body}}.dump()};
       },
       certificate().cert_pem, certificate().key_pem);
-  TestServer malformed([](const Seen&) { return Reply{200, R"({"access_token":"tok-leak-1"})"}; },
-                       certificate().cert_pem, certificate().key_pem);
+  TestServer malformed(
+      [](const Seen&) {
+        return Reply{200, R"({"access_token":"tok-leak-1"})"};
+      },
+      certificate().cert_pem, certificate().key_pem);
   TempDir dir;
   write_text(dir.path() / "token", kAssertion);
 
