@@ -13,10 +13,14 @@
 //                                   user-assigned identity
 //   4. the Azure CLI                `az account get-access-token --scope … --output json`
 //
-// {authority} is AZURE_AUTHORITY_HOST or https://login.microsoftonline.com. A credential whose
-// variables are absent throws CredentialUnavailable and the chain moves on; one that is
-// configured and fails stops the chain (a misconfigured identity never silently becomes
-// another). Tokens and secrets are never logged, and never part of an exception's text.
+// {authority} is AZURE_AUTHORITY_HOST or https://login.microsoftonline.com (https only). A
+// credential whose variables are absent (no IMDS answering within a second, az not on PATH or
+// not logged in) throws CredentialUnavailable and the chain moves on; one that is configured
+// and fails stops the chain (a misconfigured identity never silently becomes another): a
+// BackendError whose what() is model-safe and whose detail() names the status and the endpoint's
+// host, or a Timeout when the caller's deadline passes (a hung `az` is killed with everything it
+// started). Tokens, secrets and client assertions are never logged, and never part of an
+// exception's text.
 #pragma once
 
 #include <functional>
@@ -33,12 +37,15 @@ namespace airlock::acas {
 struct CredentialEnvironment {
   // Reads one environment variable (std::getenv by default; tests substitute a map).
   std::function<std::optional<std::string>(std::string_view name)> variable;
-  // The HTTP client token requests go through (its CA bundle is the backend's tls_ca_file).
+  // The HTTP client token requests go through (its CA bundle is the backend's tls_ca_file). It
+  // must allow plain http for managed identity (IMDS and the platform's endpoint are http); the
+  // token endpoint's https is checked by the credentials themselves.
   std::shared_ptr<http::Client> client;
-  // The Azure CLI's program ("az", found on PATH).
+  // The Azure CLI's program ("az", found on `variable("PATH")`; it runs with the process's own
+  // environment, in "/").
   std::string az_program = "az";
 
-  // The process environment and a client of its own.
+  // The process environment and a client of its own (allowing http, see `client`).
   static CredentialEnvironment from_process(std::string ca_file = {});
 };
 
@@ -54,8 +61,9 @@ std::shared_ptr<TokenCredential> default_credential_chain(CredentialEnvironment 
 
 // Wraps `inner` with a per-scope token cache: a cached token is handed out until five minutes
 // before it expires (or half its lifetime, for a short-lived one); one refresh runs at a time
-// per scope, and a refresh that fails while the cached token is still valid returns the cached
-// token.
+// per scope (a caller arriving meanwhile gets the cached token if it is still valid, else waits
+// for that refresh and shares its outcome), and a refresh that fails while the cached token is
+// still valid returns the cached token.
 std::shared_ptr<TokenCredential> cached_credential(std::shared_ptr<TokenCredential> inner);
 
 }  // namespace airlock::acas
