@@ -75,6 +75,10 @@ class SandboxBackend {
   virtual int dispose_scope(std::string_view scope,
                             std::optional<std::string_view> thread_id) noexcept = 0;
 
+  // What the backend cannot hold and says so: each a sentence for operators (airlock check prints
+  // them with an accepted decision, docs/backends/<name>.md has them in full). Default: none.
+  virtual std::vector<std::string> stated_residuals() const { return {}; }
+
   // Every sandbox this backend's durable state knows about. Default: none.
   virtual std::vector<SandboxRecord> list_sandboxes() { return {}; }
   // Delete every sandbox in durable state, whoever created it. Never throws. Default: nothing.

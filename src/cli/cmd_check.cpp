@@ -73,8 +73,16 @@ int run_check(const CheckOptions& options, const Context& context) {
     }
     return kExitAirlockError;
   }
+  // What the chosen backend says it cannot hold, beside the decision: an accepted spec is not a
+  // promise the backend never made.
+  std::vector<std::string> residuals;
+  for (const auto& backend : router->backends()) {
+    if (backend->name() == decision.backend) residuals = backend->stated_residuals();
+  }
   if (context.json) {
-    report({{"accepted", true}, {"decision", json::to_json(decision)}});
+    json::Json document{{"accepted", true}, {"decision", json::to_json(decision)}};
+    if (!residuals.empty()) document["residuals"] = residuals;
+    report(std::move(document));
     return 0;
   }
   if (decision.backend.empty()) {
@@ -86,6 +94,9 @@ int run_check(const CheckOptions& options, const Context& context) {
             << "' workload; effective floor " << to_string(decision.effective_floor) << "\n";
   for (const auto& passed : decision.passed) {
     std::cout << "  ok  " << passed.check << ": " << passed.detail << "\n";
+  }
+  for (const auto& residual : residuals) {
+    std::cout << "  residual  " << decision.backend << ": " << residual << "\n";
   }
   return 0;
 }

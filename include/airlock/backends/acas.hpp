@@ -171,10 +171,10 @@ class AcasBackend : public SandboxBackend {
   std::vector<SandboxRecord> list_sandboxes() override;
   int purge_all() noexcept override;
 
-  const AcasConfig& config() const noexcept;
+  // The native-read path race, word for word as docs/backends/acas.md states it.
+  std::vector<std::string> stated_residuals() const override;
 
-  // The residual `airlock check` and the docs state for this backend, word for word.
-  static std::string_view native_read_residual() noexcept;
+  const AcasConfig& config() const noexcept;
 
  private:
   struct State;

@@ -415,15 +415,18 @@ std::optional<SandboxLimits> AcasBackend::limits() const {
 
 std::optional<OsFamilySet> AcasBackend::os_families() const { return OsFamilySet{OsFamily::posix}; }
 
-std::string_view AcasBackend::native_read_residual() noexcept {
-  return "acas: reads, stat and listing use the service's file API with the service's "
-         "authority; they refuse links observed during the checks but cannot hold those paths "
-         "unchanged through the operation. A concurrent replacement can expose, through "
-         "read_file, bytes outside the checked directory (including bytes the guest cannot "
-         "read); through stat_file, metadata outside it; through list_dir, names and metadata "
-         "from another directory. The file API cannot tell a FIFO from an empty regular file. "
-         "Byte caps, timeouts, root images and disposal do not close this race: select a backend "
-         "with a held filesystem boundary when that guarantee is required.";
+std::vector<std::string> AcasBackend::stated_residuals() const {
+  return {
+      "native reads retain a path race: read_file, stat_file and list_dir use the service's file "
+      "API with host authority. They reject links observed during checks, but cannot hold those "
+      "paths unchanged through the operation. A concurrent replacement can expose bytes outside "
+      "the checked directory, including bytes the guest cannot read (read_file), metadata outside "
+      "the checked directory (stat_file), names and metadata from another directory (list_dir).",
+      "the service's file flags cannot reliably distinguish a FIFO from an empty regular file; a "
+      "bounded read timeout prevents an endless wait, it does not establish that the entry is "
+      "regular (airlock asks the guest before reading an entry the file API calls empty).",
+      "byte caps, timeouts, root images and disposal do not close the path race: select a backend "
+      "with a held filesystem boundary when that guarantee is required."};
 }
 
 // ---- acquire --------------------------------------------------------------------------------
