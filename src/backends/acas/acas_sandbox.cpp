@@ -203,10 +203,12 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
     // What is kept: stdout first, then stderr, to the ceiling.
     const std::uint64_t keep_out = std::min(manifest->stdout_size, plan.limit);
     const std::uint64_t keep_err = std::min(manifest->stderr_size, plan.limit - keep_out);
-    auto fetch = [&](const char* name, std::uint64_t size) {
+    // Reads the first `keep` bytes of a scratch file of `size` bytes, whole chunks at a time (a
+    // chunk holds what the file has there, whatever is kept of it).
+    auto fetch = [&](const char* name, std::uint64_t size, std::uint64_t keep) {
       std::string bytes;
       const std::uint32_t chunk = config.capture_chunk_bytes;
-      for (std::uint64_t index = 0; index * chunk < size; ++index) {
+      for (std::uint64_t index = 0; index * chunk < keep; ++index) {
         const std::uint64_t expected = std::min<std::uint64_t>(chunk, size - index * chunk);
         const auto answer = service_->shell(
             during, identity_.id, capture::chunk_script(plan.token, plan.scratch, name, index, chunk));
@@ -218,11 +220,12 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
         }
         bytes += *piece;
       }
+      bytes.resize(keep);
       return bytes;
     };
     ExecResult result;
-    result.stdout_bytes = fetch("o", keep_out);
-    result.stderr_bytes = fetch("e", keep_err);
+    result.stdout_bytes = fetch("o", manifest->stdout_size, keep_out);
+    result.stderr_bytes = fetch("e", manifest->stderr_size, keep_err);
     result.exit_code = manifest->exit_code;
     result.truncated = overflow;
     cleanup();

@@ -116,7 +116,8 @@ class AcasBackendTest : public ::testing::Test {
     return found;
   }
   static json sandbox_in_double(const std::string& id) {
-    for (const auto& sandbox : double_->state()["sandboxes"]) {
+    const json state = double_->state();
+    for (const auto& sandbox : state["sandboxes"]) {
       if (sandbox["id"] == id) return sandbox;
     }
     return nullptr;
