@@ -529,8 +529,11 @@ Response Service::create(const Request& request) {
   sandbox->creating_left = config_.creating_polls;
   sandbox->key = SandboxKey{kKind, sandbox->id, "acas"};
 
-  // The linux sandbox is made now, while the client is told "Creating"; a failure shows as
-  // state Failed once the Creating polls are over.
+  // A spec the linux backend refuses (say, a host pattern it cannot parse) is the client's
+  // error: 400. A failure of the acquire itself is the service's: the sandbox shows state Failed
+  // once the Creating polls are over. The linux sandbox is made now, while the client is told
+  // "Creating".
+  std::optional<SandboxSpec> spec;
   try {
     SandboxSpec::Fields fields;
     fields.kind = kKind;
@@ -538,10 +541,12 @@ Response Service::create(const Request& request) {
     fields.work_dir = kLinuxWorkDir;
     fields.egress = mode;
     fields.egress_allow = hosts;
-    const SandboxSpec spec(std::move(fields));
-    sandbox->linux = backend_->acquire(sandbox->key, spec);
+    spec.emplace(std::move(fields));
   } catch (const InvalidArgument& refused) {
     return error(400, "InvalidSandboxSpec", refused.message());
+  }
+  try {
+    sandbox->linux = backend_->acquire(sandbox->key, *spec);
   } catch (const std::exception& failed) {
     sandbox->failure = failed.what();
     ::dprintf(2, "acas-double: sandbox %s failed: %s\n", sandbox->id.c_str(), failed.what());
