@@ -603,7 +603,12 @@ Response Service::list(const Request& request) {
     }
   }
   if (config_.page_size <= 0) return json_response(200, items);
-  const std::size_t skip = std::stoul(request.query_value("skipToken").value_or("0"));
+  std::size_t skip = 0;
+  try {
+    skip = std::stoul(request.query_value("skipToken").value_or("0"));
+  } catch (const std::exception&) {
+    return error(400, "InvalidSkipToken", "skipToken must be a number");
+  }
   const std::size_t size = static_cast<std::size_t>(config_.page_size);
   Json page = Json::array();
   for (std::size_t i = skip; i < items.size() && i < skip + size; ++i) page.push_back(items[i]);
