@@ -217,6 +217,26 @@ int DoubleProcess::stop() {
   return status;
 }
 
+void DoubleProcess::close_stdin() {
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  stdin_fd_ = -1;
+}
+
+std::optional<int> DoubleProcess::wait_exit() {
+  if (pid_ < 0) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + options_.stop_timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      close_stdin();
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return std::nullopt;
+}
+
 std::string DoubleProcess::stderr_text() const { return read_all(stderr_path_); }
 
 std::string DoubleProcess::group_url() const {

@@ -81,6 +81,11 @@ class DoubleProcess {
   void set_state(const std::string& id, const std::string& state,
                  std::optional<std::string> stopped_reason = std::nullopt) const;
 
+  // Closes the double's stdin: it was started with --exit-on-stdin-eof, so it stops by itself.
+  void close_stdin();
+  // Waits (bounded by stop_timeout) for the double to exit by itself; its wait status, or
+  // nullopt when it is still running.
+  std::optional<int> wait_exit();
   // SIGTERM, wait (bounded), SIGKILL. Returns the wait status (or -1 when already stopped).
   int stop();
   // What the double wrote to stderr so far.

@@ -450,12 +450,12 @@ TEST_F(AcasDoubleTest, MkdirAndDeleteFiles) {
 TEST_F(AcasDoubleTest, ALongExecDoesNotHoldUpOtherRoutes) {
   auto double_ = start();
   const std::string id = running(*double_);
-  auto slow = std::async(std::launch::async, [&] { return exec(*double_, id, "sleep 4; echo done"); });
+  auto slow = std::async(std::launch::async, [&] { return exec(*double_, id, "sleep 8; echo done"); });
   std::this_thread::sleep_for(300ms);
   const auto started = std::chrono::steady_clock::now();
   EXPECT_EQ(double_->data_plane("GET", "/diskimages/public").status, 200);
   EXPECT_EQ(exec(*double_, id, "echo quick")["stdout"], "quick\n");
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);  // not after the 8 s exec
   EXPECT_EQ(slow.get()["stdout"], "done\n");
 }
 
@@ -608,6 +608,67 @@ TEST_F(AcasDoubleTest, ServesImdsAndTheAppServiceForm) {
   call.url = double_->identity_http() + "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=r";
   call.headers = {"Metadata: true"};
   EXPECT_EQ(http_call(call).status, 500);
+}
+
+TEST_F(AcasDoubleTest, AllowHostRulesMakeAnAllowlistedSandbox) {
+  auto double_ = start();
+  const std::string id = create(
+      *double_, Json::object(), R"({"name":"airlock-busybox","isPublic":true})");
+  (void)id;
+  const HttpAnswer answer = double_->data_plane(
+      "PUT", "/sandboxes",
+      create_body(R"({"name":"airlock-busybox","isPublic":true})", Json::object(),
+                  R"({"defaultAction":"Deny","hostRules":[{"pattern":"pypi.org","action":"Allow"}]})"));
+  ASSERT_EQ(answer.status, 201) << answer.body;
+  const std::string allowlisted = answer.json()["id"];
+  wait_running(*double_, allowlisted);
+  // The guest is given the egress bridge (and only with an Allow rule).
+  EXPECT_NE(exec(*double_, allowlisted, "echo $HTTPS_PROXY")["stdout"], "\n");
+  wait_running(*double_, id);
+  EXPECT_EQ(exec(*double_, id, "echo $HTTPS_PROXY")["stdout"], "\n");
+}
+
+TEST_F(AcasDoubleTest, AFailedLinuxAcquireShowsStateFailed) {
+  auto double_ = start({"--image", "broken=/nonexistent-rootfs,public"});
+  const std::string id = create(*double_, Json::object(), R"({"name":"broken","isPublic":true})");
+  std::string state;
+  for (int poll = 0; poll < 5 && state.empty(); ++poll) {
+    const HttpAnswer answer = double_->data_plane("GET", "/sandboxes/" + id);
+    if (answer.status == 200 && answer.json()["state"] != "Creating") state = answer.json()["state"];
+  }
+  EXPECT_EQ(state, "Failed");
+}
+
+TEST_F(AcasDoubleTest, MintedTokensExpire) {
+  DoubleOptions options;
+  options.accept_token = "";
+  auto double_ = start({"--token-lifetime-seconds", "1"}, options);
+  HttpCall call;
+  call.url = double_->identity_http() + "/metadata/identity/oauth2/token?api-version=2018-02-01&resource=r";
+  call.headers = {"Metadata: true"};
+  const std::string token = http_call(call).json()["access_token"];
+  HttpCall list;
+  list.ca_file = double_->ca_file();
+  list.url = double_->group_url() + "/sandboxes?api-version=2026-02-01-preview";
+  list.headers = {"Authorization: Bearer " + token};
+  EXPECT_EQ(http_call(list).status, 200);
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(http_call(list).status, 401);
+}
+
+TEST_F(AcasDoubleTest, StdinEofStopsItAndLeavesNothing) {
+  ScratchDirectory state("acas-double-state");
+  DoubleOptions options;
+  options.state_dir = state.path().string();
+  auto double_ = start({}, options);
+  (void)running(*double_);
+  double_->close_stdin();
+  const auto status = double_->wait_exit();
+  ASSERT_TRUE(status.has_value()) << "the double ignored stdin EOF";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status;
+  LinuxBackendConfig config;
+  config.state_dir = state.path();
+  EXPECT_TRUE(make_linux_backend(config)->list_sandboxes().empty());
 }
 
 TEST_F(AcasDoubleTest, SigtermLeavesNothingInTheLinuxBackend) {

@@ -529,8 +529,11 @@ Response Service::create(const Request& request) {
   sandbox->creating_left = config_.creating_polls;
   sandbox->key = SandboxKey{kKind, sandbox->id, "acas"};
 
-  // The linux sandbox is made now, while the client is told "Creating"; a failure shows as
-  // state Failed once the Creating polls are over.
+  // A spec the linux backend refuses (say, a host pattern it cannot parse) is the client's
+  // error: 400. A failure of the acquire itself is the service's: the sandbox shows state Failed
+  // once the Creating polls are over. The linux sandbox is made now, while the client is told
+  // "Creating".
+  std::optional<SandboxSpec> spec;
   try {
     SandboxSpec::Fields fields;
     fields.kind = kKind;
@@ -538,10 +541,12 @@ Response Service::create(const Request& request) {
     fields.work_dir = kLinuxWorkDir;
     fields.egress = mode;
     fields.egress_allow = hosts;
-    const SandboxSpec spec(std::move(fields));
-    sandbox->linux = backend_->acquire(sandbox->key, spec);
+    spec.emplace(std::move(fields));
   } catch (const InvalidArgument& refused) {
     return error(400, "InvalidSandboxSpec", refused.message());
+  }
+  try {
+    sandbox->linux = backend_->acquire(sandbox->key, *spec);
   } catch (const std::exception& failed) {
     sandbox->failure = failed.what();
     ::dprintf(2, "acas-double: sandbox %s failed: %s\n", sandbox->id.c_str(), failed.what());
@@ -598,7 +603,12 @@ Response Service::list(const Request& request) {
     }
   }
   if (config_.page_size <= 0) return json_response(200, items);
-  const std::size_t skip = std::stoul(request.query_value("skipToken").value_or("0"));
+  std::size_t skip = 0;
+  try {
+    skip = std::stoul(request.query_value("skipToken").value_or("0"));
+  } catch (const std::exception&) {
+    return error(400, "InvalidSkipToken", "skipToken must be a number");
+  }
   const std::size_t size = static_cast<std::size_t>(config_.page_size);
   Json page = Json::array();
   for (std::size_t i = skip; i < items.size() && i < skip + size; ++i) page.push_back(items[i]);
