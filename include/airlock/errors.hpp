@@ -390,6 +390,16 @@ class EgressPolicyConflict : public BackendError {
       : BackendError("SandboxEgressPolicyConflict", std::move(message), std::move(detail), {}) {}
 };
 
+// The sandbox behind this handle was disposed by its backend because a command's end could not
+// be established (a timeout, a cancellation, an incomplete capture): whatever the command would
+// have done, it cannot do it in a sandbox that no longer exists. Every file the conversation
+// wrote there is gone with it. Acquire again for a fresh sandbox.
+class SandboxInvalidated : public BackendError {
+ public:
+  explicit SandboxInvalidated(std::string message, std::string detail = {})
+      : BackendError("SandboxInvalidated", std::move(message), std::move(detail), {}) {}
+};
+
 // ---- conformance ---------------------------------------------------------------------------
 
 // The message says how many of how many probes failed, then each failed probe with what it

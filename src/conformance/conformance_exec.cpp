@@ -42,14 +42,34 @@ void timed_out_command_is_stopped(ProbeContext& c) {
   ExecOptions options;
   options.working_directory = c.work();
   options.timeout = Milliseconds(1000);
-  c.expect_refused<Timeout>("Timeout", "a command outliving its timeout", [&] {
+  // A backend that cannot establish a command's end disposes of the sandbox instead (acas, as
+  // its seed says): then no guest is left to act in or to look in, and this proves nothing
+  // either way — the probe says so rather than pass or fail. That may already have happened at
+  // the previous probe's timeout.
+  auto disposed = [](const SandboxInvalidated& gone) {
+    return ProbeSkipped("the backend disposed the sandbox on a timeout (" + gone.message() +
+                        "); no guest is left to act in or to look in");
+  };
+  try {
     c.sandbox().exec(
         Command::argv({"sh", "-c", "sleep 2; printf survived > \"$1\"", "probe", marker}), options);
-  });
+    c.fail("a command outliving its timeout returned normally; expected Timeout");
+  } catch (const Timeout&) {
+  } catch (const SandboxInvalidated& gone) {
+    throw disposed(gone);
+  } catch (const ProbeFailed&) {
+    throw;
+  } catch (const std::exception& error) {
+    c.fail("a command outliving its timeout raised " + describe(error) + "; expected Timeout");
+  }
   // Wait past the moment the command would have written, had it been left running.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
-  c.check(!c.guest_test("-e", marker),
-          "the timed-out command kept running and wrote its marker after the timeout");
+  try {
+    c.check(!c.guest_test("-e", marker),
+            "the timed-out command kept running and wrote its marker after the timeout");
+  } catch (const SandboxInvalidated& gone) {
+    throw disposed(gone);
+  }
 }
 
 }  // namespace

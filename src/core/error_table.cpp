@@ -94,6 +94,9 @@ constexpr ErrorKind http(std::string_view type, std::string_view parent, int sta
 [[noreturn]] void raise_policy_conflict(const std::string& m) {
   throw EgressPolicyConflict(m, "provider detail");
 }
+[[noreturn]] void raise_invalidated(const std::string& m) {
+  throw SandboxInvalidated(m, "provider detail");
+}
 [[noreturn]] void raise_conformance(const std::string& m) {
   throw ConformanceFailure({{"a-probe", "what it proves", m}});
 }
@@ -203,6 +206,8 @@ constexpr std::array kKinds = {
     kind<EgressPolicyConflict>("SandboxEgressPolicyConflict", "airlock::EgressPolicyConflict",
                                "BackendError", 409, "SandboxEgressPolicyConflict",
                                raise_policy_conflict),
+    kind<SandboxInvalidated>("SandboxInvalidated", "airlock::SandboxInvalidated", "BackendError",
+                             410, "SandboxInvalidated", raise_invalidated),
     kind<ConformanceFailure>("ConformanceFailure", "airlock::ConformanceFailure", "Error", 500,
                              "ConformanceFailure", raise_conformance),
     // the daemon's own

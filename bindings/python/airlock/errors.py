@@ -259,6 +259,12 @@ class SandboxEgressPolicyConflict(BackendError):
     type = "SandboxEgressPolicyConflict"
 
 
+class SandboxInvalidated(BackendError):
+    """The backend disposed the sandbox because a command's end was unknown; acquire again."""
+
+    type = "SandboxInvalidated"
+
+
 class ConformanceFailure(AirlockError, AssertionError):
     """Conformance probes failed: ``failures`` is a list of {probe, why, failure}."""
 

@@ -108,7 +108,7 @@ struct AcasBackend::State {
     bool host_tool_tools = false;
     bool removal = false;
   };
-  std::map<std::string, Verdict> probes;  // per image
+  std::map<std::string, Verdict> probes;  // per image and work dir
 
   const AcasConfig& config() const { return service->config; }
   const DataPlane& plane() const { return *service->plane; }
@@ -351,10 +351,11 @@ struct AcasBackend::State {
 
   // The acquire-time probes, once per image per probe_cache: the capture's programs, and
   // whether the guest can remove what the file API wrote beside it.
-  Verdict probe(const AcasSandbox& sandbox, const Call& call, const std::string& image) {
+  Verdict probe(const AcasSandbox& sandbox, const Call& call, const std::string& image,
+               const std::string& work_dir) {
     {
       std::lock_guard guard(mutex);
-      if (auto found = probes.find(image);
+      if (auto found = probes.find(image + "\n" + work_dir);
           found != probes.end() && Clock::now() - found->second.at < config().probe_cache) {
         return found->second;
       }
@@ -370,25 +371,29 @@ struct AcasBackend::State {
     verdict.tools = tools.exit_code == 0 || tools.exit_code == 4;
     verdict.host_tool_tools = tools.exit_code == 0;
 
-    const std::string directory = "/.airlock-authority-" + capture::fresh_token();
+    // Beside where uploads land: a directory of the work dir, which the guest itself just made.
+    const std::string directory =
+        (work_dir == "/" ? "" : work_dir) + "/.airlock-authority-" + capture::fresh_token();
     const std::string file = directory + "/probe";
     const std::string base = plane().sandbox_path(sandbox.instance_id());
     const auto wrote = plane().request(call, "PUT", base + "/files",
                                        {{"path", file}, {"createDirs", "true"}},
-                                       Body{"airlock removal probe", "application/octet-stream"});
+                                       Body{"airlock removal probe", "application/octet-stream"},
+                                       1u << 20, false);
     if (wrote.status >= 200 && wrote.status < 300 &&
         service->stat(call, sandbox.instance_id(), file)) {
       const auto removed = sandbox.guest("rm -f -- " + posix_quote(file) + "\n", call.deadline);
       verdict.removal = removed.exit_code == 0 && !service->stat(call, sandbox.instance_id(), file);
     }
     const auto cleaned = plane().request(call, "DELETE", base + "/files",
-                                         {{"path", directory}, {"recursive", "true"}});
+                                         {{"path", directory}, {"recursive", "true"}},
+                                         std::nullopt, 1u << 20, false);
     if (cleaned.status >= 300 && cleaned.status != 404) {
       spdlog::warn("acas: the removal probe's directory could not be deleted (status {})",
                    cleaned.status);
     }
     std::lock_guard guard(mutex);
-    probes[image] = verdict;
+    probes[image + "\n" + work_dir] = verdict;
     return verdict;
   }
 };
@@ -591,7 +596,8 @@ std::shared_ptr<Sandbox> AcasBackend::acquire(const SandboxKey& key, const Sandb
                          " (bake a guest-writable base into the image, or place work_dir under a "
                          "writable parent such as /tmp)");
     }
-    const auto verdict = state.probe(*sandbox, call, image.display);
+    const auto verdict =
+        state.probe(*sandbox, call, image.display, normalize_guest_path(spec.work_dir()));
     const CapabilitySet required = spec.required_capabilities();
     if (!verdict.tools) {
       throw NotSupported("the image lacks what command capture needs (sh, mkdir, mkfifo, head, "

@@ -57,6 +57,24 @@ std::string enter(const std::string& parent, bool create) {
   return script;
 }
 
+// The kernel's limits, refused before any request: the service's answer to an overlong path is
+// not documented, and ENAMETOOLONG is what a caller can act on.
+void refuse_overlong(std::string_view path, const std::string& absolute) {
+  std::size_t component = 0;
+  for (char c : absolute) {
+    component = c == '/' ? 0 : component + 1;
+    if (component > 255) {
+      throw SystemError("a component of '" + std::string(path).substr(0, 64) +
+                            "…' is longer than 255 bytes",
+                        ENAMETOOLONG, absolute.substr(0, 256));
+    }
+  }
+  if (absolute.size() >= 4096) {
+    throw SystemError("'" + std::string(path).substr(0, 64) + "…' is longer than 4095 bytes",
+                      ENAMETOOLONG, absolute.substr(0, 256));
+  }
+}
+
 std::string first_line(std::string_view text) {
   text = text.substr(0, std::min<std::size_t>(text.find('\n'), 200));
   return std::string(text);
@@ -78,9 +96,9 @@ AcasSandbox::AcasSandbox(std::shared_ptr<Service> service, SandboxIdentity ident
 
 void AcasSandbox::refuse_when_gone() const {
   if (invalid_.load()) {
-    throw BackendError(
-        "this sandbox was invalidated (an earlier command's end is unknown) and has been "
-        "disposed; acquire a new one");
+    throw SandboxInvalidated(
+        "this sandbox was disposed because an earlier command's end was unknown; its files are "
+        "gone; acquire a new one");
   }
 }
 
@@ -106,6 +124,55 @@ GuestStat AcasSandbox::file_stat(const Call& call) const {
     if (!info) return std::nullopt;
     return kind_of(*info);
   };
+}
+
+std::vector<std::optional<EntryKind>> AcasSandbox::guest_kinds(
+    const Call& during, const std::vector<std::string>& absolute) const {
+  std::vector<std::optional<EntryKind>> kinds;
+  // Batches keep each script well inside one shell argument.
+  constexpr std::size_t kBatchBytes = 48u << 10;
+  std::size_t next = 0;
+  while (next < absolute.size()) {
+    std::string names;
+    std::size_t end = next;
+    while (end < absolute.size() && (end == next || names.size() + absolute[end].size() < kBatchBytes)) {
+      names += " " + posix_quote(absolute[end]);
+      ++end;
+    }
+    const std::string script =
+        "for p in" + names +
+        "; do\n"
+        "if [ -L \"$p\" ]; then echo l\n"
+        "elif [ -d \"$p\" ]; then echo d\n"
+        "elif [ -f \"$p\" ]; then set -- $(ls -ldn -- \"$p\" 2>/dev/null)\n"
+        "  if [ \"${2:-}\" = 1 ]; then echo f; else echo h; fi\n"
+        "elif [ -e \"$p\" ]; then echo o\n"
+        "else echo m; fi\n"
+        "done\n";
+    const auto reply = service_->shell(during, identity_.id, script);
+    const std::size_t count = end - next;
+    const bool shaped = reply.exit_code == 0 && reply.stdout_text.size() == 2 * count;
+    for (std::size_t i = 0; shaped && i < count; ++i) {
+      const char kind = reply.stdout_text[2 * i];
+      if (reply.stdout_text[2 * i + 1] != '\n') break;
+      switch (kind) {
+        case 'l': kinds.emplace_back(EntryKind::symlink); break;
+        case 'd': kinds.emplace_back(EntryKind::directory); break;
+        case 'f': kinds.emplace_back(EntryKind::file); break;
+        case 'h':
+        case 'o': kinds.emplace_back(EntryKind::other); break;
+        case 'm': kinds.emplace_back(std::nullopt); break;
+        default: break;
+      }
+    }
+    if (kinds.size() != end) {
+      throw BackendError("the guest did not say what kind of entries it holds",
+                         "exit " + std::to_string(reply.exit_code) + ": " +
+                             first_line(reply.stderr_text));
+    }
+    next = end;
+  }
+  return kinds;
 }
 
 // ---- commands -------------------------------------------------------------------------------
@@ -333,6 +400,7 @@ void AcasSandbox::write_file(std::string_view path, std::string_view content,
     throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path), kMaxBytesPerFile,
                               content.size());
   }
+  refuse_overlong(path, confine_guest_path(path, working_directory));
   const Call during = call(Clock::now() + service_->config.read_timeout);
   const std::string absolute = confine_guest_write_path(file_stat(during), path, working_directory);
   const auto leaf = service_->stat(during, identity_.id, absolute);
@@ -350,12 +418,18 @@ std::optional<SandboxEntry> AcasSandbox::stat_file(std::string_view path,
   refuse_when_gone();
   const Call during = call(Clock::now() + service_->config.read_timeout);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
   const auto info = service_->stat(during, identity_.id, absolute);
   if (!info) return std::nullopt;
   SandboxEntry entry;
   entry.path = entry_path(absolute, working_directory);
   entry.kind = kind_of(*info);
+  if (entry.kind == EntryKind::file) {
+    const auto guest = guest_kinds(during, {absolute}).front();
+    if (!guest) return std::nullopt;
+    entry.kind = *guest;
+  }
   if (entry.kind == EntryKind::file) entry.size_bytes = info->size;
   return entry;
 }
@@ -365,6 +439,7 @@ std::string AcasSandbox::read_file(std::string_view path, std::string_view worki
   refuse_when_gone();
   const Call during = call(Clock::now() + service_->config.read_timeout);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
   const auto info = service_->stat(during, identity_.id, absolute);
   if (!info) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
@@ -376,25 +451,28 @@ std::string AcasSandbox::read_file(std::string_view path, std::string_view worki
   if (info->size > max_bytes) {
     throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, info->size);
   }
-  if (info->size == 0) {
-    // The file API describes a FIFO, a socket or a device as an empty regular file, and reading
-    // a FIFO blocks. The guest can tell them apart: only a regular empty file reads as "".
-    const auto reply = service_->shell(
-        during, identity_.id,
-        "[ -f " + posix_quote(absolute) + " ] && [ ! -L " + posix_quote(absolute) +
-            " ] && [ ! -s " + posix_quote(absolute) + " ] && exit 0\n[ -f " +
-            posix_quote(absolute) + " ] && [ ! -L " + posix_quote(absolute) + " ] && exit 2\nexit 3\n");
-    if (reply.exit_code == 3) {
-      throw SystemError("'" + std::string(path) + "' is not a regular file", 0, absolute);
-    }
-    if (reply.exit_code == 0) return {};
-    // It grew since the stat: read it through the file API like any other.
+  // The file API would open a FIFO and wait on it, and reads a hard link as the file it names:
+  // only an entry the guest calls a regular file of one link is read.
+  switch (guest_kinds(during, {absolute}).front().value_or(EntryKind::other)) {
+    case EntryKind::file:
+      break;
+    case EntryKind::symlink:
+      throw SystemError("'" + std::string(path) + "' is a link; links are never read", ELOOP,
+                        absolute);
+    case EntryKind::directory:
+      throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
+    case EntryKind::other:
+      throw SystemError("'" + std::string(path) +
+                            "' is not a regular file of one link (a FIFO, a device, a socket or "
+                            "a hard link is never read)",
+                        0, absolute);
   }
+  if (info->size == 0) return {};
   const std::string route = service_->plane->sandbox_path(identity_.id) + "/files";
   http::Response response;
   try {
     response = service_->plane->request(during, "GET", route, {{"path", absolute}}, std::nullopt,
-                                        max_bytes);
+                                        max_bytes, false);
   } catch (const http::BodyTooLarge&) {
     throw TransferCapExceeded("max_bytes", std::string(path), max_bytes);
   } catch (const http::DeadlineExceeded&) {
@@ -415,6 +493,7 @@ std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
   refuse_when_gone();
   const Call during = call(Clock::now() + service_->config.read_timeout);
   const std::string absolute = confine_guest_path(path, working_directory);
+  refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory, /*include_self=*/true);
   const auto self = service_->stat(during, identity_.id, absolute);
   if (!self) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
@@ -426,6 +505,8 @@ std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
   }
   const std::string base = entry_path(absolute, working_directory);
   std::vector<SandboxEntry> entries;
+  std::vector<std::size_t> files;      // the entries the file API calls files…
+  std::vector<std::string> children;   // …and their absolute paths
   for (const FileInfo& info : service_->list(during, identity_.id, absolute)) {
     const bool direct = !info.name.empty() && info.name != "." && info.name != ".." &&
                         info.name.find('/') == std::string::npos &&
@@ -438,8 +519,30 @@ std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
     entry.path = base == "." ? info.name : base + "/" + info.name;
     entry.kind = kind_of(info);
     if (entry.kind == EntryKind::file) entry.size_bytes = info.size;
+    const bool file = entry.kind == EntryKind::file;
     entries.push_back(std::move(entry));
+    if (file) {
+      files.push_back(entries.size() - 1);
+      children.push_back((absolute == "/" ? "" : absolute) + "/" + info.name);
+    }
   }
+  // What the file API calls a file, the guest names (FIFOs, hard links); one that went away
+  // since the listing is left out.
+  std::vector<SandboxEntry> kept;
+  const auto kinds = guest_kinds(during, children);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (at < files.size() && files[at] == i) {
+      const auto kind = kinds[at++];
+      if (!kind) continue;
+      if (entries[i].kind == EntryKind::file && *kind != EntryKind::file) {
+        entries[i].kind = *kind;
+        entries[i].size_bytes.reset();
+      }
+    }
+    kept.push_back(std::move(entries[i]));
+  }
+  entries = std::move(kept);
   std::sort(entries.begin(), entries.end(),
             [](const SandboxEntry& a, const SandboxEntry& b) { return a.path < b.path; });
   return entries;
@@ -453,6 +556,7 @@ void AcasSandbox::remove(std::string_view path, std::string_view working_directo
     throw ConfinementError("'" + std::string(path) +
                            "' names the working directory itself, which is never removed");
   }
+  refuse_overlong(path, absolute);
   const Call during = call(Clock::now() + service_->config.read_timeout);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
   const auto leaf = service_->stat(during, identity_.id, absolute);

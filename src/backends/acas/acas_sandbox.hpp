@@ -62,6 +62,11 @@ class AcasSandbox final : public Sandbox {
   void stage_as_guest(const Call& call, const std::string& absolute, std::string_view content,
                       bool parent_missing, std::string_view shown);
   void invalidate(const std::string& why);
+  // The guest's own word on each path's kind, where the file API's cannot be trusted: it
+  // describes a FIFO, a socket or a device as an empty regular file, and never says that a file
+  // is a hard link. A regular file with more than one link is `other`. nullopt: nothing there.
+  std::vector<std::optional<EntryKind>> guest_kinds(const Call& call,
+                                                    const std::vector<std::string>& absolute) const;
 
   std::shared_ptr<Service> service_;
   SandboxIdentity identity_;

@@ -33,9 +33,11 @@ struct Incomplete {
   std::string why;
 };
 
-// The programs the capture needs in the guest; host tools also need mv and nohup.
-inline constexpr const char* kCaptureTools[] = {"sh",     "mkdir", "mkfifo", "head", "cat", "wc",
-                                                "dd",     "base64", "rm",    "rmdir", "mv"};
+// The programs the capture and the guest file roads need: the seed's list, plus mv (writes
+// rename into place) and ls (a file's link count, which the file API never gives). Host tools
+// also need nohup.
+inline constexpr const char* kCaptureTools[] = {"sh", "mkdir", "mkfifo", "head",  "cat", "wc", "dd",
+                                                "base64", "rm", "rmdir", "mv", "ls"};
 
 // 32 hex characters of fresh randomness: the frame token and the scratch directory's name.
 std::string fresh_token();

@@ -501,6 +501,9 @@ class ManagedIdentityCredential final : public TokenCredential {
     }
   }
 
+  // The probe's answer must be IMDS's own: a JSON error object. A proxy or a sandbox's egress
+  // filter answering for the link-local address (403 "denied destination", an HTML page) means
+  // no IMDS here, and the chain moves on to the Azure CLI.
   void probe_imds(const std::string& url, SteadyClock::time_point deadline) {
     {
       std::lock_guard lock(mutex_);
@@ -512,7 +515,12 @@ class ManagedIdentityCredential final : public TokenCredential {
     probe.max_response_bytes = 64u << 10;
     try {
       if (!env_.client) throw http::TransportError("no HTTP client");
-      (void)env_.client->perform(probe);
+      const http::Response answer = env_.client->perform(probe);
+      const auto parsed = nlohmann::json::parse(answer.body, nullptr, false);
+      if (answer.status != 400 || !parsed.is_object() || !parsed.contains("error")) {
+        throw CredentialUnavailable("what answered at " + url_host(url) +
+                                    " is not IMDS (HTTP " + std::to_string(answer.status) + ")");
+      }
     } catch (const http::TransportError& error) {
       throw CredentialUnavailable("no IMDS endpoint answered at " + url_host(url) + " (" +
                                   error.what() + ")");

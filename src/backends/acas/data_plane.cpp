@@ -121,7 +121,8 @@ std::string DataPlane::sandbox_path(std::string_view id) const {
 
 http::Response DataPlane::request(const Call& call, std::string_view method, std::string_view path,
                                   const Query& query, const std::optional<Body>& body,
-                                  std::uint64_t max_response_bytes) const {
+                                  std::uint64_t max_response_bytes,
+                                  bool forbidden_is_transient) const {
   Query full = query;
   full.emplace_back("api-version", config_.api_version);
   const std::string url = base_ + std::string(path) + "?" + http::query_string(full);
@@ -169,7 +170,8 @@ http::Response DataPlane::request(const Call& call, std::string_view method, std
     }
     if (!wait) {
       const long status = response.status;
-      const bool forbidden = status == 403 && forbidden_retries < config_.max_forbidden_retries;
+      const bool forbidden = status == 403 && forbidden_is_transient &&
+                             forbidden_retries < config_.max_forbidden_retries;
       const bool transient = retried_status(status) && retries < config_.max_retries;
       if (!forbidden && !transient) return response;
       const int nth = forbidden ? ++forbidden_retries : ++retries;

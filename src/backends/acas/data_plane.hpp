@@ -58,9 +58,15 @@ class DataPlane {
   // One request with the SDK's retries. Returns the final answer, whatever its status (the
   // caller decides what a 404 means). Throws http::TransportError (and its kinds) when no
   // answer came, RetryWaitExpired as above, BackendError when the credential fails.
+  //
+  // `forbidden_is_transient`: a 403 is retried as the SDK does, to ride out a role assignment
+  // that has not reached the data plane yet. Requests inside a sandbox that answered before (its
+  // commands, its file API) pass false: there a 403 is the guest's or the file API's refusal,
+  // and waiting minutes for it to change only hides it.
   http::Response request(const Call& call, std::string_view method, std::string_view path,
                          const Query& query = {}, const std::optional<Body>& body = std::nullopt,
-                         std::uint64_t max_response_bytes = 16ull << 20) const;
+                         std::uint64_t max_response_bytes = 16ull << 20,
+                         bool forbidden_is_transient = true) const;
 
   // request() that parses a JSON answer; any status outside 200..299 raises through fail().
   nlohmann::json json(const Call& call, std::string_view method, std::string_view path,

@@ -56,7 +56,7 @@ capture::TextReply Service::shell(const Call& call, std::string_view sandbox_id,
   // the bound still has to hold: base64 chunks are the largest answer, twice a chunk at most.
   const std::uint64_t bound = 4ull * config.capture_chunk_bytes + (1u << 20);
   const http::Response response =
-      plane->request(call, "POST", path, {}, Body{body.dump()}, bound);
+      plane->request(call, "POST", path, {}, Body{body.dump()}, bound, false);
   if (response.status < 200 || response.status > 299) {
     DataPlane::fail("run a command in the sandbox", "POST", path, response);
   }
@@ -93,7 +93,8 @@ FileInfo parse_file_info(const json& payload) {
 std::optional<FileInfo> Service::stat(const Call& call, std::string_view sandbox_id,
                                       const std::string& path) const {
   const std::string route = id_path(*plane, sandbox_id) + "/files/stat";
-  const http::Response response = plane->request(call, "GET", route, {{"path", path}});
+  const http::Response response =
+      plane->request(call, "GET", route, {{"path", path}}, std::nullopt, 1u << 20, false);
   if (response.status == 404) return std::nullopt;
   if (response.status != 200) DataPlane::fail("describe a file in the sandbox", "GET", route, response);
   const auto parsed = json::parse(response.body, nullptr, false);
@@ -103,8 +104,10 @@ std::optional<FileInfo> Service::stat(const Call& call, std::string_view sandbox
 std::vector<FileInfo> Service::list(const Call& call, std::string_view sandbox_id,
                                     const std::string& path) const {
   const std::string route = id_path(*plane, sandbox_id) + "/files/list";
-  const json parsed = plane->json(call, "GET", route, "list a directory in the sandbox",
-                                  {{"path", path}});
+  const http::Response response =
+      plane->request(call, "GET", route, {{"path", path}}, std::nullopt, 16ull << 20, false);
+  if (response.status != 200) DataPlane::fail("list a directory in the sandbox", "GET", route, response);
+  const json parsed = json::parse(response.body, nullptr, false);
   if (!parsed.contains("entries") || !parsed["entries"].is_array()) {
     throw BackendError("the sandbox service listed a directory without its entries",
                        "GET " + route + ": " + parsed.dump().substr(0, 200));

@@ -255,6 +255,9 @@ TEST_F(AcasBackendTest, AGuestThatCannotRemoveWhatTheFileApiWroteRefusesTheCapab
     EXPECT_NE(std::string(refused.what()).find("files_out"), std::string::npos) << refused.what();
   }
   EXPECT_TRUE(double_->state()["sandboxes"].empty()) << "the refused sandbox was deleted";
+  // An image whose guest can remove them serves files_out.
+  EXPECT_NO_THROW((void)acas->acquire(
+      key("other"), spec("exec", Egress::closed, {}, CapabilitySet{Capability::exec, Capability::files_out})));
   // Without files_out, files_delete or host_tools the same image serves.
   EXPECT_NO_THROW((void)acas->acquire(key(), spec("exec", Egress::closed, {}, kDefaultCapabilities,
                                                   "unremovable")));

@@ -522,6 +522,17 @@ TEST(AcasCredentials, ImdsWithoutAnAssignedIdentityIsUnavailable) {
   EXPECT_THROW(credential->get_token(kScope, in(10s)), CredentialUnavailable);
 }
 
+TEST(AcasCredentials, SomethingElseAnsweringForImdsIsNoImds) {
+  // An egress filter or proxy answering for the link-local address: not IMDS, so the chain is
+  // free to try the Azure CLI rather than stop on a "refusal" no identity made.
+  TestServer filter([&](const Seen&) { return Reply{403, "resolve_deny: denied destination"}; });
+  FakeEnvironment fake;
+  fake.set("AZURE_POD_IDENTITY_AUTHORITY_HOST", filter.base());
+  const auto credential = managed_identity_credential(fake.environment());
+  EXPECT_THROW(credential->get_token(kScope, in(10s)), CredentialUnavailable);
+  EXPECT_EQ(filter.count(), 1u) << "only the probe was sent";
+}
+
 TEST(AcasCredentials, ImdsIsAskedAgainWhileItIsUpdating) {
   const long long expires = epoch_in(3600s);
   std::atomic<int> asked{0};

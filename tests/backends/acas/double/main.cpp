@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> image_flags;
   std::string default_linux_image = "host";
   bool exit_on_stdin_eof = false;
+  std::string linux_config = "{}";
   long exec_timeout = 600;
   long token_lifetime = 3600;
   app.add_option("--port", port, "https port (0: ephemeral)");
@@ -119,6 +120,9 @@ int main(int argc, char** argv) {
   app.add_option("--default-linux-image", default_linux_image,
                  "what the default image airlock-busybox runs (when no --image is given)");
   app.add_flag("--exit-on-stdin-eof", exit_on_stdin_eof, "exit (cleanly) when stdin closes");
+  app.add_option("--linux-config", linux_config,
+                 "more of the linux backend's configuration, a JSON object (the egress suite's "
+                 "test-only non-global ranges and ports, say)");
   CLI11_PARSE(app, argc, argv);
   config.exec_timeout = std::chrono::seconds(exec_timeout);
   config.token_lifetime = std::chrono::seconds(token_lifetime);
@@ -154,7 +158,10 @@ int main(int argc, char** argv) {
       ::mkdir(state_dir.c_str(), 0700);
     }
     const TlsFiles tls = make_certificate(scratch);
-    auto backend = airlock::make_backend("linux", {{"state_dir", state_dir}});
+    auto linux_settings = airlock::json::Json::parse(linux_config, nullptr, false);
+    if (!linux_settings.is_object()) throw std::runtime_error("--linux-config: expected a JSON object");
+    linux_settings["state_dir"] = state_dir;
+    auto backend = airlock::make_backend("linux", linux_settings, "--linux-config");
     Service service(config, backend);
     HttpServer https([&service](const Request& request) { return service.handle_https(request); },
                      static_cast<std::uint16_t>(port), tls, std::uint64_t{256} << 20);
