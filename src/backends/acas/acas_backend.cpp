@@ -243,14 +243,16 @@ struct AcasBackend::State {
                        "sandbox " + id);
   }
 
-  // DELETE, then GET until 404. True when the sandbox is gone (404 on DELETE included).
-  bool delete_sandbox(const Call& call, const std::string& id) {
+  // DELETE, then (unless `confirm` is false) GET until 404. True when the sandbox is gone, or —
+  // unconfirmed — when the service accepted its deletion (404 on DELETE included).
+  bool delete_sandbox(const Call& call, const std::string& id, bool confirm = true) {
     const std::string route = plane().sandbox_path(id);
     const http::Response response = plane().request(call, "DELETE", route);
     if (response.status == 404) return true;
     if (response.status != 200 && response.status != 202 && response.status != 204) {
       DataPlane::fail("delete a sandbox", "DELETE", route, response);
     }
+    if (!confirm) return true;
     while (true) {
       long status = 0;
       (void)get(call, id, &status);
@@ -265,12 +267,13 @@ struct AcasBackend::State {
 
   // Deletes `ids` of `identity`; what could not be deleted is retained (and refuses acquisition
   // of that identity). Returns how many went.
-  int delete_all(const Call& call, const std::string& identity, const std::vector<std::string>& ids) {
+  int delete_all(const Call& call, const std::string& identity, const std::vector<std::string>& ids,
+                 bool confirm = true) {
     int gone = 0;
     for (const auto& id : ids) {
       bool deleted = false;
       try {
-        deleted = delete_sandbox(call, id);
+        deleted = delete_sandbox(call, id, confirm);
       } catch (const std::exception& failure) {
         spdlog::warn("acas: deleting sandbox {} failed (retained; acquisition of its conversation "
                      "is refused until it goes): {}",
@@ -487,9 +490,12 @@ std::shared_ptr<Sandbox> AcasBackend::acquire(const SandboxKey& key, const Sandb
           const auto owner = weak.lock();
           if (!owner) return;
           try {
+            // The deletion is asked for, not waited out: the caller's Timeout is due now, and
+            // the listing never hands out a sandbox the service shows Deleting.
             Call cleanup = owner->call_for(CredentialPurpose::dispose, key.scope, key.thread_id,
-                                           owner->config().delete_timeout);
-            owner->delete_all(cleanup, identity, {gone.instance_id()});
+                                           std::min(owner->config().delete_timeout,
+                                                    milliseconds(30'000)));
+            owner->delete_all(cleanup, identity, {gone.instance_id()}, /*confirm=*/false);
           } catch (const std::exception& failure) {
             std::lock_guard held(owner->mutex);
             owner->retained[identity].insert(gone.instance_id());

@@ -39,7 +39,9 @@ class AcasLive : public ::testing::Test {
     scope_ = "airlock-live-" + capture::fresh_token().substr(0, 12);
   }
   void TearDown() override {
-    if (backend_) EXPECT_GE(backend_->dispose_scope(scope_, std::nullopt), 0);
+    if (backend_) {
+      EXPECT_GE(backend_->dispose_scope(scope_, std::nullopt), 0);
+    }
   }
   SandboxSpec spec() const {
     SandboxSpec::Fields fields;
