@@ -48,6 +48,8 @@ CASES = {
     "BackendError": (errors.BackendError, (RuntimeError,)),
     "SandboxBackendNotInstalled": (errors.SandboxBackendNotInstalled,
                                    (errors.BackendError, ImportError)),
+    "SandboxEgressPolicyConflict": (errors.SandboxEgressPolicyConflict, (errors.BackendError,)),
+    "SandboxInvalidated": (errors.SandboxInvalidated, (errors.BackendError,)),
     "ConformanceFailure": (errors.ConformanceFailure, (AssertionError,)),
     "Error": (errors.AirlockError, ()),
 }
