@@ -524,8 +524,16 @@ std::shared_ptr<Sandbox> AcasBackend::acquire(const SandboxKey& key, const Sandb
           "a warm sandbox of this conversation and kind runs under another egress policy; "
           "dispose that kind (after the calls using it end) or use another key");
     }
-    state.ensure_running(call, warm->instance_id());
-    return warm;
+    try {
+      state.ensure_running(call, warm->instance_id());
+      return warm;
+    } catch (const NotFound&) {
+      // Deleted behind this process's back (another replica's purge, the service's auto-delete):
+      // the handle is dead, and a fresh sandbox is made below.
+      warm->mark_gone();
+      std::lock_guard held(state.mutex);
+      state.live.erase(identity);
+    }
   }
   for (const Listed& listed : state.list(call, kind_labels(key, spec.kind()))) {
     if (listed.state == "deleting" || listed.state == "failed") continue;
@@ -535,7 +543,11 @@ std::shared_ptr<Sandbox> AcasBackend::acquire(const SandboxKey& key, const Sandb
           "dispose that kind (after the calls using it end) or use another key",
           "sandbox " + listed.id);
     }
-    state.ensure_running(call, listed.id);
+    try {
+      state.ensure_running(call, listed.id);
+    } catch (const NotFound&) {
+      continue;  // gone between the listing and the look
+    }
     return hand_out(listed.id);
   }
 

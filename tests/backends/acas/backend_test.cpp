@@ -210,6 +210,18 @@ TEST_F(AcasBackendTest, AnotherReplicaFindsTheConversationsSandboxByItsLabels) {
   EXPECT_TRUE(sandbox_in_double(made->instance_id()).is_null());
 }
 
+TEST_F(AcasBackendTest, AWarmSandboxDeletedBehindTheBackendsBackIsReplaced) {
+  auto acas = backend();
+  const auto first = acas->acquire(key(), spec());
+  auto other = backend();  // another replica purges the conversation
+  EXPECT_EQ(other->dispose_scope("scope-a", std::nullopt), 1);
+  const auto second = acas->acquire(key(), spec());
+  EXPECT_NE(second->instance_id(), first->instance_id());
+  ExecOptions options;
+  options.working_directory = "/tmp/work";
+  EXPECT_EQ(second->exec(Command::shell("echo alive"), options).stdout_bytes, "alive\n");
+}
+
 TEST_F(AcasBackendTest, AWarmSandboxAskedForAnotherEgressPolicyIsAConflictUntilDisposed) {
   auto acas = backend();
   const auto closed = acas->acquire(key(), spec("exec", Egress::closed));
