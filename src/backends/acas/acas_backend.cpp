@@ -502,6 +502,11 @@ std::shared_ptr<Sandbox> AcasBackend::acquire(const SandboxKey& key, const Sandb
             spdlog::warn("acas: disposing an invalidated sandbox failed (retained): {}",
                          error_detail(failure));
           }
+        },
+        [weak, id](const Call& during) {
+          const auto owner = weak.lock();
+          if (!owner) throw BackendError("the acas backend that made this sandbox is gone");
+          owner->ensure_running(during, id);
         });
     std::lock_guard held(state.mutex);
     state.live[identity] = sandbox;

@@ -83,10 +83,12 @@ std::string first_line(std::string_view text) {
 }  // namespace
 
 AcasSandbox::AcasSandbox(std::shared_ptr<Service> service, SandboxIdentity identity,
-                         std::function<void(const AcasSandbox&, const std::string&)> invalidate)
+                         std::function<void(const AcasSandbox&, const std::string&)> invalidate,
+                         std::function<void(const Call&)> revive)
     : service_(std::move(service)),
       identity_(std::move(identity)),
-      invalidate_(std::move(invalidate)) {
+      invalidate_(std::move(invalidate)),
+      revive_(std::move(revive)) {
   CredentialRequest request;
   request.purpose = CredentialPurpose::acquire;
   request.scope = identity_.key.scope;
@@ -115,12 +117,47 @@ void AcasSandbox::invalidate(const std::string& why) {
 
 capture::TextReply AcasSandbox::guest(const std::string& script, Clock::time_point deadline,
                                       std::string_view working_directory) const {
-  return service_->shell(call(deadline), identity_.id, script, working_directory);
+  const Call during = call(deadline);
+  return revived(during, [&] { return service_->shell(during, identity_.id, script, working_directory); });
+}
+
+template <typename Operation>
+auto AcasSandbox::revived(const Call& during, Operation&& operation) const -> decltype(operation()) {
+  try {
+    return operation();
+  } catch (const BackendError& refused) {
+    if (!revive_ || !refused.response() || refused.response()->status != 409) throw;
+  }
+  revive_(during);
+  return operation();
+}
+
+capture::TextReply AcasSandbox::shell(const Call& during, const std::string& script) const {
+  return revived(during, [&] { return service_->shell(during, identity_.id, script); });
+}
+
+std::optional<FileInfo> AcasSandbox::stat(const Call& during, const std::string& absolute) const {
+  return revived(during, [&] { return service_->stat(during, identity_.id, absolute); });
+}
+
+std::vector<FileInfo> AcasSandbox::list(const Call& during, const std::string& absolute) const {
+  return revived(during, [&] { return service_->list(during, identity_.id, absolute); });
+}
+
+http::Response AcasSandbox::read(const Call& during, const std::string& absolute,
+                                 std::uint64_t max_bytes) const {
+  return revived(during, [&] {
+    const std::string route = service_->plane->sandbox_path(identity_.id) + "/files";
+    http::Response response = service_->plane->request(during, "GET", route, {{"path", absolute}},
+                                                       std::nullopt, max_bytes, false);
+    if (response.status == 409) DataPlane::fail("read a file in the sandbox", "GET", route, response);
+    return response;
+  });
 }
 
 GuestStat AcasSandbox::file_stat(const Call& call) const {
   return [this, call](const std::string& absolute) -> std::optional<EntryKind> {
-    const auto info = service_->stat(call, identity_.id, absolute);
+    const auto info = stat(call, absolute);
     if (!info) return std::nullopt;
     return kind_of(*info);
   };
@@ -149,7 +186,7 @@ std::vector<std::optional<EntryKind>> AcasSandbox::guest_kinds(
         "elif [ -e \"$p\" ]; then echo o\n"
         "else echo m; fi\n"
         "done\n";
-    const auto reply = service_->shell(during, identity_.id, script);
+    const auto reply = shell(during, script);
     const std::size_t count = end - next;
     const bool shaped = reply.exit_code == 0 && reply.stdout_text.size() == 2 * count;
     for (std::size_t i = 0; shaped && i < count; ++i) {
@@ -222,7 +259,7 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
         const std::string line = std::string(first ? "umask 077; " : "") + "printf '%s' " +
                                  posix_quote(base64_encode(piece)) + " | base64 -d " +
                                  (first ? ">" : ">>") + posix_quote(*plan.stdin_path);
-        const auto reply = service_->shell(during, identity_.id, line);
+        const auto reply = shell(during, line);
         if (reply.exit_code != 0) {
           throw BackendError("the sandbox could not stage the command's stdin",
                              first_line(reply.stderr_text));
@@ -232,7 +269,7 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
       }
     }
 
-    const capture::TextReply reply = service_->shell(during, identity_.id, capture::run_script(plan));
+    const capture::TextReply reply = shell(during, capture::run_script(plan));
     if (reply.exit_code == capture::kNoWorkingDirectory) {
       throw NotFound("the working directory " + plan.working_directory +
                          " does not exist in the sandbox (or cannot be entered)",
@@ -248,7 +285,7 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
     const bool overflow = manifest->stdout_size + manifest->stderr_size > plan.limit;
     auto cleanup = [&] {
       try {
-        const auto removed = service_->shell(during, identity_.id, capture::cleanup_script(plan.scratch) +
+        const auto removed = shell(during, capture::cleanup_script(plan.scratch) +
                                                  (plan.stdin_path ? "rm -f -- " + posix_quote(*plan.stdin_path) + "\n" : ""));
         if (removed.exit_code != 0) {
           spdlog::warn("acas: sandbox {}: the capture's scratch could not be removed (it stays "
@@ -277,8 +314,8 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
       const std::uint32_t chunk = config.capture_chunk_bytes;
       for (std::uint64_t index = 0; index * chunk < keep; ++index) {
         const std::uint64_t expected = std::min<std::uint64_t>(chunk, size - index * chunk);
-        const auto answer = service_->shell(
-            during, identity_.id, capture::chunk_script(plan.token, plan.scratch, name, index, chunk));
+        const auto answer =
+            shell(during, capture::chunk_script(plan.token, plan.scratch, name, index, chunk));
         auto [piece, why] = capture::parse_chunk(answer, plan.token, expected, chunk);
         if (!piece) {
           unknown_end("incomplete capture: " + why.why);
@@ -346,7 +383,7 @@ void AcasSandbox::stage_as_guest(const Call& during, const std::string& absolute
   const std::string name = leaf_of(absolute);
   const std::string scratch = ".airlock-write-" + capture::fresh_token();
   const std::uint32_t chunk = service_->config.write_chunk_bytes;
-  auto run = [&](const std::string& script) { return service_->shell(during, identity_.id, script); };
+  auto run = [&](const std::string& script) { return shell(during, script); };
   auto refuse = [&](const capture::TextReply& reply) {
     (void)run(enter(parent, false) + "rm -f -- " + posix_quote(scratch) + "\n");
     switch (reply.exit_code) {
@@ -403,11 +440,11 @@ void AcasSandbox::write_file(std::string_view path, std::string_view content,
   refuse_overlong(path, confine_guest_path(path, working_directory));
   const Call during = call(Clock::now() + service_->config.read_timeout);
   const std::string absolute = confine_guest_write_path(file_stat(during), path, working_directory);
-  const auto leaf = service_->stat(during, identity_.id, absolute);
+  const auto leaf = stat(during, absolute);
   if (leaf && leaf->is_directory && !leaf->is_symlink) {
     throw IsADirectory("'" + std::string(path) + "' is a directory", absolute);
   }
-  const bool parent_missing = !service_->stat(during, identity_.id, parent_of(absolute));
+  const bool parent_missing = !stat(during, parent_of(absolute));
   stage_as_guest(during, absolute, content, parent_missing, path);
 }
 
@@ -420,7 +457,7 @@ std::optional<SandboxEntry> AcasSandbox::stat_file(std::string_view path,
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
-  const auto info = service_->stat(during, identity_.id, absolute);
+  const auto info = stat(during, absolute);
   if (!info) return std::nullopt;
   SandboxEntry entry;
   entry.path = entry_path(absolute, working_directory);
@@ -441,7 +478,7 @@ std::string AcasSandbox::read_file(std::string_view path, std::string_view worki
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
-  const auto info = service_->stat(during, identity_.id, absolute);
+  const auto info = stat(during, absolute);
   if (!info) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
   if (info->is_symlink) {
     throw SystemError("'" + std::string(path) + "' is a link; links are never read", ELOOP,
@@ -471,8 +508,7 @@ std::string AcasSandbox::read_file(std::string_view path, std::string_view worki
   const std::string route = service_->plane->sandbox_path(identity_.id) + "/files";
   http::Response response;
   try {
-    response = service_->plane->request(during, "GET", route, {{"path", absolute}}, std::nullopt,
-                                        max_bytes, false);
+    response = read(during, absolute, max_bytes);
   } catch (const http::BodyTooLarge&) {
     throw TransferCapExceeded("max_bytes", std::string(path), max_bytes);
   } catch (const http::DeadlineExceeded&) {
@@ -495,7 +531,7 @@ std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
   const std::string absolute = confine_guest_path(path, working_directory);
   refuse_overlong(path, absolute);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory, /*include_self=*/true);
-  const auto self = service_->stat(during, identity_.id, absolute);
+  const auto self = stat(during, absolute);
   if (!self) throw NotFound("'" + std::string(path) + "' does not exist", absolute);
   if (self->is_symlink) {
     throw ConfinementError("'" + std::string(path) + "' is a link; a listing never follows one");
@@ -507,7 +543,7 @@ std::vector<SandboxEntry> AcasSandbox::list_dir(std::string_view path,
   std::vector<SandboxEntry> entries;
   std::vector<std::size_t> files;      // the entries the file API calls files…
   std::vector<std::string> children;   // …and their absolute paths
-  for (const FileInfo& info : service_->list(during, identity_.id, absolute)) {
+  for (const FileInfo& info : list(during, absolute)) {
     const bool direct = !info.name.empty() && info.name != "." && info.name != ".." &&
                         info.name.find('/') == std::string::npos &&
                         (info.path.empty() || info.path == (absolute == "/" ? "" : absolute) + "/" + info.name);
@@ -559,7 +595,7 @@ void AcasSandbox::remove(std::string_view path, std::string_view working_directo
   refuse_overlong(path, absolute);
   const Call during = call(Clock::now() + service_->config.read_timeout);
   refuse_symlinked_parents(file_stat(during), absolute, working_directory);
-  const auto leaf = service_->stat(during, identity_.id, absolute);
+  const auto leaf = stat(during, absolute);
   if (!leaf) return;  // already gone is success
   if (leaf->is_directory && !leaf->is_symlink && !recursive) {
     throw SystemError("'" + std::string(path) + "' is a directory; removing it needs recursive",
@@ -572,7 +608,7 @@ void AcasSandbox::remove(std::string_view path, std::string_view working_directo
   script += "[ \"$(pwd -P)\" = \"$p\" ] || exit " + std::to_string(kThroughLink) + "\n";
   script += "[ -e ./" + posix_quote(name) + " ] || [ -L ./" + posix_quote(name) + " ] || exit 0\n";
   script += std::string("exec rm ") + (recursive ? "-rf" : "-f") + " -- ./" + posix_quote(name) + "\n";
-  const auto reply = service_->shell(during, identity_.id, script);
+  const auto reply = shell(during, script);
   if (reply.exit_code == kThroughLink) {
     throw ConfinementError("'" + std::string(path) + "' passes through a link");
   }
@@ -582,7 +618,7 @@ void AcasSandbox::remove(std::string_view path, std::string_view working_directo
                       EACCES, absolute);
   }
   // Absence is what the file API says, not what rm's exit claims.
-  if (service_->stat(during, identity_.id, absolute)) {
+  if (stat(during, absolute)) {
     throw SystemError("'" + std::string(path) + "' is still there after the guest removed it",
                       EEXIST, absolute);
   }

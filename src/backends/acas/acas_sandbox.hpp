@@ -24,8 +24,11 @@ class AcasSandbox final : public Sandbox {
  public:
   // `invalidate` is called once, with the reason, when a command's end is unknown: the backend
   // disposes the instance. It must not throw.
+  // `revive` brings back a sandbox the service suspended (its auto-suspend timer): it resumes
+  // it and waits until it runs, or throws.
   AcasSandbox(std::shared_ptr<Service> service, SandboxIdentity identity,
-              std::function<void(const AcasSandbox&, const std::string&)> invalidate);
+              std::function<void(const AcasSandbox&, const std::string&)> invalidate,
+              std::function<void(const Call&)> revive);
 
   std::string instance_id() const override { return identity_.id; }
   const SandboxKey& key() const override { return identity_.key; }
@@ -62,6 +65,15 @@ class AcasSandbox final : public Sandbox {
   void stage_as_guest(const Call& call, const std::string& absolute, std::string_view content,
                       bool parent_missing, std::string_view shown);
   void invalidate(const std::string& why);
+  // The service's operations on this sandbox, each asked once more after reviving the sandbox
+  // when the service answers 409 (not running): a refused request did not run, so asking again
+  // runs it once.
+  capture::TextReply shell(const Call& call, const std::string& script) const;
+  std::optional<FileInfo> stat(const Call& call, const std::string& absolute) const;
+  std::vector<FileInfo> list(const Call& call, const std::string& absolute) const;
+  http::Response read(const Call& call, const std::string& absolute, std::uint64_t max_bytes) const;
+  template <typename Operation>
+  auto revived(const Call& call, Operation&& operation) const -> decltype(operation());
   // The guest's own word on each path's kind, where the file API's cannot be trusted: it
   // describes a FIFO, a socket or a device as an empty regular file, and never says that a file
   // is a hard link. A regular file with more than one link is `other`. nullopt: nothing there.
@@ -71,6 +83,7 @@ class AcasSandbox final : public Sandbox {
   std::shared_ptr<Service> service_;
   SandboxIdentity identity_;
   std::function<void(const AcasSandbox&, const std::string&)> invalidate_;
+  std::function<void(const Call&)> revive_;
   std::shared_ptr<TokenCredential> credential_;
   std::atomic<bool> invalid_{false};
   std::atomic<bool> invalidated_once_{false};

@@ -293,6 +293,18 @@ TEST_F(AcasBackendTest, ASuspendedSandboxIsResumedOnWarmAcquire) {
   EXPECT_THROW((void)acas->acquire(key(), spec()), BackendError) << "a disabled sandbox does not resume";
 }
 
+TEST_F(AcasBackendTest, AHandleWhoseSandboxTheServiceSuspendedResumesItOnItsNextRequest) {
+  const auto sandbox = backend()->acquire(key(), spec());
+  sandbox->write_file("kept.txt", "still here", "/tmp/work");
+  double_->set_state(sandbox->instance_id(), "Suspended");  // the service's auto-suspend timer
+  ExecOptions options;
+  options.working_directory = "/tmp/work";
+  EXPECT_EQ(sandbox->exec(Command::shell("cat kept.txt"), options).stdout_bytes, "still here");
+  EXPECT_EQ(requests("resume").size(), 1u);
+  double_->set_state(sandbox->instance_id(), "Suspended");
+  EXPECT_EQ(sandbox->read_file("kept.txt", "/tmp/work", 1024), "still here") << "the file API too";
+}
+
 // ---- retries ----------------------------------------------------------------------------------
 
 TEST_F(AcasBackendTest, RoleAssignmentPropagationIsRiddenOutBy403Retries) {
