@@ -8,9 +8,15 @@
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
+#include "backends/kit/guest_paths.hpp"
 
 namespace airlock::acas {
 namespace {
+
+using backend_kit::entry_path;
+using backend_kit::leaf_of;
+using backend_kit::parent_of;
+using backend_kit::refuse_overlong;
 
 constexpr std::uint64_t kMaxBytesPerFile = 32ull << 20;  // the declared transfer ceiling
 
@@ -21,22 +27,6 @@ constexpr int kNotWritten = 82;
 constexpr int kNotRenamed = 83;
 constexpr int kThroughLink = 86;
 constexpr int kIsDirectory = 21;
-
-std::string parent_of(const std::string& absolute) {
-  const auto slash = absolute.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return absolute.substr(0, slash);
-}
-
-std::string leaf_of(const std::string& absolute) {
-  return absolute.substr(absolute.rfind('/') + 1);
-}
-
-std::string entry_path(const std::string& absolute, std::string_view working_directory) {
-  auto relative = guest_path_relative_to(absolute, working_directory);
-  if (!relative || relative->empty()) return ".";
-  return *relative;
-}
 
 EntryKind kind_of(const FileInfo& info) {
   if (info.is_symlink) return EntryKind::symlink;
@@ -55,24 +45,6 @@ std::string enter(const std::string& parent, bool create) {
   script += "cd -P -- \"$p\" 2>/dev/null || exit " + std::to_string(kParentNotEntered) + "\n";
   script += "[ \"$(pwd -P)\" = \"$p\" ] || exit " + std::to_string(kThroughLink) + "\n";
   return script;
-}
-
-// The kernel's limits, refused before any request: the service's answer to an overlong path is
-// not documented, and ENAMETOOLONG is what a caller can act on.
-void refuse_overlong(std::string_view path, const std::string& absolute) {
-  std::size_t component = 0;
-  for (char c : absolute) {
-    component = c == '/' ? 0 : component + 1;
-    if (component > 255) {
-      throw SystemError("a component of '" + std::string(path).substr(0, 64) +
-                            "…' is longer than 255 bytes",
-                        ENAMETOOLONG, absolute.substr(0, 256));
-    }
-  }
-  if (absolute.size() >= 4096) {
-    throw SystemError("'" + std::string(path).substr(0, 64) + "…' is longer than 4095 bytes",
-                      ENAMETOOLONG, absolute.substr(0, 256));
-  }
 }
 
 std::string first_line(std::string_view text) {

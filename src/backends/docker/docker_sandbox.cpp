@@ -10,26 +10,18 @@
 #include "backends/docker/engine_streams.hpp"
 #include "backends/docker/exec_session.hpp"
 #include "backends/docker/host_plane.hpp"
+#include "backends/kit/guest_paths.hpp"
 #include "backends/docker/tar_io.hpp"
 
 namespace airlock::docker {
 namespace {
 
-std::string parent_of(const std::string& absolute) {
-  const auto slash = absolute.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return absolute.substr(0, slash);
-}
+using backend_kit::entry_path;
+using backend_kit::parent_of;
+using backend_kit::refuse_overlong;
 
 std::string relative_to_base(const std::string& absolute, const std::string& base) {
   return *guest_path_relative_to(absolute, base);
-}
-
-// What a caller sees for an entry: relative to the working directory, "." for itself.
-std::string entry_path(const std::string& absolute, std::string_view working_directory) {
-  auto relative = guest_path_relative_to(absolute, working_directory);
-  if (!relative || relative->empty()) return ".";
-  return *relative;
 }
 
 bool mentions(const std::string& text, std::string_view needle) {
@@ -52,23 +44,6 @@ bool mentions(const std::string& text, std::string_view needle) {
     throw SystemError("permission denied for " + absolute, EACCES, absolute);
   }
   EngineClient::fail(message, method, path, response);
-}
-
-// Refused before the engine is asked: a component over NAME_MAX or a path over PATH_MAX.
-void refuse_overlong(std::string_view path, const std::string& absolute) {
-  std::size_t component = 0;
-  for (char c : absolute) {
-    component = c == '/' ? 0 : component + 1;
-    if (component > 255) {
-      throw SystemError(
-          "a component of '" + std::string(path).substr(0, 64) + "…' is longer than 255 bytes",
-          ENAMETOOLONG, absolute.substr(0, 256));
-    }
-  }
-  if (absolute.size() >= 4096) {
-    throw SystemError("'" + std::string(path).substr(0, 64) + "…' is longer than 4095 bytes",
-                      ENAMETOOLONG, absolute.substr(0, 256));
-  }
 }
 
 [[noreturn]] void refuse_link(std::string_view path, const std::string& absolute) {

@@ -16,22 +16,20 @@
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "base/openat2.hpp"
+#include "backends/kit/guest_paths.hpp"
 #include "base/syscall_error.hpp"
 
 namespace airlock::docker {
 namespace {
+
+using backend_kit::entry_path;
+using backend_kit::parent_of;
 
 // A recursive removal refuses trees deeper than this rather than recurse without bound.
 constexpr int kMaxDepth = 512;
 
 std::string relative(const std::string& absolute) {
   return absolute == "/" ? "." : absolute.substr(1);
-}
-
-std::string parent_of(const std::string& absolute) {
-  const auto slash = absolute.rfind('/');
-  if (slash == 0 || slash == std::string::npos) return "/";
-  return absolute.substr(0, slash);
 }
 
 std::string name_of(const std::string& absolute) {
@@ -80,12 +78,6 @@ std::optional<struct stat> stat_entry(int directory, const std::string& name,
   if (::fstatat(directory, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) == 0) return status;
   if (errno == ENOENT) return std::nullopt;
   fail_errno("cannot stat " + absolute, errno, absolute);
-}
-
-std::string entry_path(const std::string& absolute, std::string_view working_directory) {
-  const auto inside = guest_path_relative_to(absolute, working_directory);
-  if (!inside || inside->empty()) return ".";
-  return *inside;
 }
 
 std::string random_suffix() {
