@@ -131,6 +131,14 @@ judge "$scratch/isolation.json" "the isolation suite" "the-guest-kernel-is-not-t
   "the-host-file-table-is-bounded" || status=1
 took "isolation suite"
 
+# `AIRLOCK_ACAS_REPORTS=DIR` keeps the three reports (docs/conformance/acas*.json are such a run).
+if [[ -n ${AIRLOCK_ACAS_REPORTS:-} ]]; then
+  mkdir -p "$AIRLOCK_ACAS_REPORTS"
+  cp "$scratch/files.json" "$AIRLOCK_ACAS_REPORTS/acas.json"
+  cp "$scratch/egress.json" "$AIRLOCK_ACAS_REPORTS/acas.egress.json"
+  cp "$scratch/isolation.json" "$AIRLOCK_ACAS_REPORTS/acas.isolation-through-the-double.json"
+fi
+
 echo "--- airlock check states the residual"
 echo '{"kind": "outputs", "requires": ["exec", "files_out"]}' >"$scratch/spec.json"
 checked=$(cli check --spec "$scratch/spec.json") || { echo "$checked"; fail "airlock check refused"; }
