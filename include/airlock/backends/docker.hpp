@@ -165,6 +165,8 @@ class DockerBackend : public SandboxBackend {
                     std::optional<std::string_view> thread_id) noexcept override;
   std::vector<SandboxRecord> list_sandboxes() override;
   int purge_all() noexcept override;
+  // The archive endpoints' path race (see `file_plane`), unless the host plane is required.
+  std::vector<std::string> stated_residuals() const override;
 
   // The negotiated Engine API version ("1.41"); contacts the engine if not done yet.
   std::string api_version() const;

@@ -184,6 +184,19 @@ std::optional<OsFamilySet> DockerBackend::os_families() const {
   return OsFamilySet{OsFamily::posix};
 }
 
+std::vector<std::string> DockerBackend::stated_residuals() const {
+  const std::string& plane = state_->engine->config.file_plane;
+  if (plane == "host") return {};
+  return {std::string(plane == "archive" ? "file operations use the Engine API's archive endpoints"
+                                         : "where the host plane does not apply (a remote engine, a "
+                                           "runtime other than runc), file operations use the "
+                                           "Engine API's archive endpoints") +
+          ": the confinement walk and the operation are separate requests, so a guest that swaps "
+          "a checked directory for a link between them wins the race (what the engine resolves "
+          "stays inside the container's root), and a hard link reads as the regular file it "
+          "names. file_plane \"host\" refuses rather than fall back."};
+}
+
 // ---- acquire ----------------------------------------------------------------------------------
 
 std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {

@@ -473,3 +473,23 @@ TEST(FileArchive, CarriesTheMissingParentsThenTheFileVerbatim) {
 
 }  // namespace
 }  // namespace airlock::docker
+
+namespace airlock::docker {
+namespace {
+
+TEST(DockerResiduals, TheArchivePlanesPathRaceIsStatedUnlessTheHostPlaneIsRequired) {
+  DockerConfig host;
+  host.host = "unix:///nonexistent/docker.sock";
+  host.file_plane = "host";
+  EXPECT_TRUE(DockerBackend(host).stated_residuals().empty());
+  for (const char* plane : {"archive", "auto"}) {
+    DockerConfig config = host;
+    config.file_plane = plane;
+    const auto residuals = DockerBackend(config).stated_residuals();
+    ASSERT_EQ(residuals.size(), 1u) << plane;
+    EXPECT_NE(residuals[0].find("wins the race"), std::string::npos) << residuals[0];
+  }
+}
+
+}  // namespace
+}  // namespace airlock::docker
