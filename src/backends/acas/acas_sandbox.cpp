@@ -242,7 +242,8 @@ ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options)
     }
 
     const capture::TextReply reply = shell(during, capture::run_script(plan));
-    if (reply.exit_code == capture::kNoWorkingDirectory) {
+    if (reply.exit_code == capture::kNoWorkingDirectory && reply.stdout_text.empty() &&
+        reply.stderr_text.empty()) {
       throw NotFound("the working directory " + plan.working_directory +
                          " does not exist in the sandbox (or cannot be entered)",
                      plan.working_directory);

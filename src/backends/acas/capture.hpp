@@ -55,11 +55,12 @@ struct RunPlan {
   // rest is drained so that the command runs to its own end.
   bool close_on_overflow = true;
   std::optional<std::string> stdin_path;  // a guest file fed to the command's stdin
-  std::string working_directory = "/";    // the command's; exit 124 when it cannot be entered
+  std::string working_directory = "/";    // the command's; see kNoWorkingDirectory
 };
 
-// The run script's exit when the working directory cannot be entered.
-inline constexpr int kNoWorkingDirectory = 124;
+// The run script's exit when the working directory cannot be entered (with nothing printed).
+// Not 124: that is what timeout(1) — and a service's own exec timeout — exits with.
+inline constexpr int kNoWorkingDirectory = 113;
 
 // The script that runs the command and prints the manifest.
 std::string run_script(const RunPlan& plan);

@@ -355,6 +355,16 @@ TEST_F(AcasBackendTest, CommandOutputIsByteExactThoughTheServiceSpeaksText) {
   EXPECT_EQ(result.exit_code, 3);
 }
 
+TEST_F(AcasBackendTest, AMissingWorkingDirectoryIsNotFoundAndCostsNothing) {
+  const auto sandbox = backend()->acquire(key(), spec());
+  ExecOptions options;
+  options.working_directory = "/tmp/work/absent";
+  EXPECT_THROW((void)sandbox->exec(Command::shell("true"), options), NotFound);
+  options.working_directory = "/tmp/work";
+  EXPECT_EQ(sandbox->exec(Command::shell("exit 113"), options).exit_code, 113)
+      << "the command's own 113 is its exit code";
+}
+
 TEST_F(AcasBackendTest, ATimeoutInvalidatesTheSandboxAndDisposesIt) {
   auto acas = backend();
   const auto sandbox = acas->acquire(key(), spec());
