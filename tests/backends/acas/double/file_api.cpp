@@ -58,7 +58,7 @@ std::string join(const std::string& directory, const std::string& name) {
   return directory + "/" + name;
 }
 
-// The service's FileInfo (live §3.3 shape): permission bits only; a FIFO, socket or device
+// The service's FileInfo, as live groups answer it: permission bits only; a FIFO, socket or device
 // looks exactly like an empty regular file; a link reports its target and the target's length.
 json::Json file_info(const std::string& name, const std::string& path, const struct stat& info,
                      const std::optional<std::string>& link_target) {
