@@ -16,6 +16,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -58,20 +60,88 @@ enum class OutputOverflow : std::uint8_t {
              // the result says `truncated`
 };
 
+// Which of a command's two output streams a chunk came from.
+enum class OutputStream : std::uint8_t { stdout_stream, stderr_stream };
+
+// Receives a command's output as it arrives, on the thread that called `exec`, one chunk at a
+// time and in arrival order per stream. The ceiling (`max_output_bytes`) counts what is
+// delivered; with `truncate`, delivery stops at the ceiling.
+using OutputCallback = std::function<void(OutputStream stream, std::string_view bytes)>;
+
+// A terminal's size in character cells.
+struct WindowSize {
+  std::uint16_t rows = 24;
+  std::uint16_t columns = 80;
+};
+
+// A running command's controls, for a caller on another thread (a signal handler's thread, a
+// SIGWINCH watcher): forward a signal to the command's process group, or resize its terminal.
+// Requests queue and are delivered in order by the backend's exec loop, which waits on
+// `wake_fd()` and calls `take()`. Shared by pointer so a request made as the command ends
+// stays safe. Thread-safe.
+class ExecControl {
+ public:
+  ExecControl();
+  ~ExecControl();
+  ExecControl(const ExecControl&) = delete;
+  ExecControl& operator=(const ExecControl&) = delete;
+
+  // Queue `number` (SIGINT, SIGTERM, SIGHUP, …) for the command's process group.
+  void signal(int number);
+  // Queue a new terminal size (meaningful for a command run with `ExecOptions::terminal`).
+  void resize(WindowSize size);
+
+  // For backends: a descriptor readable while requests are pending, and the requests.
+  int wake_fd() const noexcept;
+  struct Pending {
+    std::vector<int> signals;
+    std::optional<WindowSize> size;  // the latest size asked for, if any
+  };
+  Pending take();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 struct ExecOptions {
   std::string working_directory;  // guest-native absolute path; the caller makes sure it exists
   Milliseconds timeout{60'000};   // wall clock from the call, including any time spent queued
   // Combined ceiling on stdout + stderr, enforced as the bytes stream — never after buffering.
   std::optional<std::uint64_t> max_output_bytes;
   OutputOverflow overflow = OutputOverflow::refuse;
-  // Bytes fed to the command's stdin (then closed). Empty: stdin is /dev/null.
+  // Bytes fed to the command's stdin (then closed). Empty (and no `stdin_fd`): stdin is
+  // /dev/null.
   std::string stdin_bytes;
+  // Live stdin: a descriptor of the caller's (a pipe, a terminal) read while the command runs
+  // and forwarded until its end of file, when the command's stdin is closed. The caller keeps
+  // ownership. Exclusive with `stdin_bytes` (InvalidArgument when both are given).
+  int stdin_fd = -1;
+  // Streaming: when set, output is handed here as it arrives instead of being collected, and the
+  // result's (and a Timeout's) stdout/stderr bytes stay empty. A backend that cannot stream hands
+  // everything over in one piece per stream when the command ends, before `exec` returns.
+  OutputCallback on_output;
+  // A terminal: the command gets a pseudo-terminal of this size as its stdin, stdout, stderr and
+  // controlling terminal, in a session of its own, so the terminal's line discipline turns ^C
+  // into SIGINT for it. Its output arrives as stdout only. `NotSupported` from a backend that
+  // cannot give one (it says so before anything runs).
+  std::optional<WindowSize> terminal;
+  // Signals and resizes while the command runs (see ExecControl). Null: none.
+  std::shared_ptr<ExecControl> control;
   // Extra environment, added to the guest's default environment.
   std::vector<std::pair<std::string, std::string>> environment;
   // Cancellation: when requested, the command's process group is killed and the call raises
   // `Timeout` with the message "cancelled".
   std::stop_token stop;
 };
+
+// For backends. Refuses (InvalidArgument) options that contradict each other: `stdin_fd` with
+// `stdin_bytes`, a negative timeout.
+void check_exec_options(const ExecOptions& options);
+// For a backend that collects before it answers: hands the collected bytes to
+// `options.on_output` (stdout first) when it is set, and empties the result's bytes. A no-op
+// without a callback.
+void deliver_collected_output(ExecResult& result, const ExecOptions& options);
 
 class Sandbox {
  public:

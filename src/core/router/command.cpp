@@ -29,6 +29,27 @@ Command Command::shell(std::string line) {
 
 std::string Command::display() const { return shell_ ? line_ : posix_join(arguments_); }
 
+void check_exec_options(const ExecOptions& options) {
+  if (options.stdin_fd >= 0 && !options.stdin_bytes.empty()) {
+    throw InvalidArgument("exec: stdin_fd and stdin_bytes are exclusive: give one", "stdin");
+  }
+  if (options.timeout < Milliseconds(0)) {
+    throw InvalidArgument("exec: the timeout is negative", "timeout");
+  }
+}
+
+void deliver_collected_output(ExecResult& result, const ExecOptions& options) {
+  if (!options.on_output) return;
+  if (!result.stdout_bytes.empty()) {
+    options.on_output(OutputStream::stdout_stream, result.stdout_bytes);
+  }
+  if (!result.stderr_bytes.empty()) {
+    options.on_output(OutputStream::stderr_stream, result.stderr_bytes);
+  }
+  result.stdout_bytes.clear();
+  result.stderr_bytes.clear();
+}
+
 ExecResult Sandbox::exec_bounded(const Command& command, std::string_view working_directory,
                                  Milliseconds timeout, std::uint64_t max_output_bytes) {
   ExecOptions options;
