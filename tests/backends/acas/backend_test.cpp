@@ -2,6 +2,7 @@
 // the documented data plane, and every sandbox behind it is a real linux-backend sandbox, so the
 // backend's commands, captures and file operations run for real. Faults are injected at each HTTP
 // step through the double's control API, and every test ends by asking the double what is left.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -353,6 +354,49 @@ TEST_F(AcasBackendTest, CommandOutputIsByteExactThoughTheServiceSpeaksText) {
   EXPECT_EQ(result.stdout_bytes, std::string("\xff\0\x80ok", 5));
   EXPECT_EQ(result.stderr_bytes, "e\xfe");
   EXPECT_EQ(result.exit_code, 3);
+}
+
+TEST_F(AcasBackendTest, LiveStdinIsStagedAndOutputIsHandedToTheCallbackAtTheEnd) {
+  const auto sandbox = backend()->acquire(key(), spec());
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  std::thread writer([&] {
+    (void)!::write(ends[1], "one\n", 4);
+    std::this_thread::sleep_for(100ms);
+    (void)!::write(ends[1], "two\n", 4);
+    ::close(ends[1]);
+  });
+  ExecOptions options;
+  options.working_directory = "/tmp/work";
+  options.timeout = 60s;
+  options.stdin_fd = ends[0];
+  std::string streamed_out;
+  std::string streamed_err;
+  options.on_output = [&](OutputStream stream, std::string_view bytes) {
+    (stream == OutputStream::stdout_stream ? streamed_out : streamed_err).append(bytes);
+  };
+  const ExecResult result = sandbox->exec(Command::shell("cat; echo err >&2"), options);
+  writer.join();
+  ::close(ends[0]);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(streamed_out, "one\ntwo\n");
+  EXPECT_EQ(streamed_err, "err\n");
+  EXPECT_EQ(result.stdout_bytes, "") << "streamed output is not also in the result";
+}
+
+TEST_F(AcasBackendTest, ATerminalOrSignalsAreRefusedBeforeAnythingRuns) {
+  const auto sandbox = backend()->acquire(key(), spec());
+  ExecOptions options;
+  options.working_directory = "/tmp/work";
+  options.timeout = 60s;
+  options.terminal = WindowSize{24, 80};
+  EXPECT_THROW((void)sandbox->exec(Command::shell("touch ran"), options), NotSupported);
+  options.terminal.reset();
+  options.control = std::make_shared<ExecControl>();
+  EXPECT_THROW((void)sandbox->exec(Command::shell("touch ran"), options), NotSupported);
+  options.control.reset();
+  EXPECT_EQ(sandbox->exec(Command::shell("[ -e ran ] && echo ran; true"), options).stdout_bytes,
+            "");
 }
 
 TEST_F(AcasBackendTest, AMissingWorkingDirectoryIsNotFoundAndCostsNothing) {
