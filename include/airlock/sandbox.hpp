@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,6 +75,29 @@ struct WindowSize {
   std::uint16_t columns = 80;
 };
 
+// The signals a caller may forward to a running command: SIGHUP, SIGINT, SIGQUIT, SIGKILL,
+// SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGCONT, SIGTSTP, SIGWINCH. Not SIGSTOP (a command stopped
+// beyond its own reach holds its sandbox's slot until its deadline), nor the signals the kernel
+// raises for a fault (SIGSEGV, SIGBUS, …), which would only forge a crash.
+constexpr bool forwardable_signal(int number) noexcept {
+  switch (number) {
+    case SIGHUP:
+    case SIGINT:
+    case SIGQUIT:
+    case SIGKILL:
+    case SIGUSR1:
+    case SIGUSR2:
+    case SIGALRM:
+    case SIGTERM:
+    case SIGCONT:
+    case SIGTSTP:
+    case SIGWINCH:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // A running command's controls, for a caller on another thread (a signal handler's thread, a
 // SIGWINCH watcher): forward a signal to the command's process group, or resize its terminal.
 // Requests queue and are delivered in order by the backend's exec loop, which waits on
@@ -86,7 +110,8 @@ class ExecControl {
   ExecControl(const ExecControl&) = delete;
   ExecControl& operator=(const ExecControl&) = delete;
 
-  // Queue `number` (SIGINT, SIGTERM, SIGHUP, …) for the command's process group.
+  // Queue `number` for the command's process group. InvalidArgument unless
+  // `forwardable_signal(number)`.
   void signal(int number);
   // Queue a new terminal size (meaningful for a command run with `ExecOptions::terminal`).
   void resize(WindowSize size);

@@ -52,6 +52,8 @@ void HostSandbox::write_file(std::string_view path, std::string_view content,
 }
 
 ExecResult HostSandbox::exec(const Command& command, const ExecOptions& options) {
+  check_exec_options(options);
+  if (options.terminal) throw NotSupported("the host test double gives no terminal");
   ++execs_;
   int out[2], err[2], in[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(in, O_CLOEXEC) != 0) {
@@ -92,28 +94,67 @@ ExecResult HostSandbox::exec(const Command& command, const ExecOptions& options)
     ::close(in[1]);
     throw SystemError("posix_spawn failed", spawned);
   }
+  // A command that exits without reading its input must not take the test with it.
+  static const bool kPipeSignalIgnored = [] { return ::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+  (void)kPipeSignalIgnored;
   if (!options.stdin_bytes.empty()) {
-    // A command that exits without reading its input must not take the test with it.
-    static const bool kPipeSignalIgnored = [] { return ::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
-    (void)kPipeSignalIgnored;
     (void)!::write(in[1], options.stdin_bytes.data(), options.stdin_bytes.size());
   }
-  ::close(in[1]);
+  int stdin_pipe = in[1];
+  if (options.stdin_fd < 0) {
+    ::close(stdin_pipe);
+    stdin_pipe = -1;
+  } else {
+    ::fcntl(stdin_pipe, F_SETFL, O_NONBLOCK);
+  }
+  std::string stdin_pending;  // read from the caller, not yet taken by the command
 
   ExecResult result;
+  std::uint64_t delivered = 0;
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
   bool timed_out = false;
   bool overflowed = false;
-  std::vector<pollfd> fds{{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  bool caller_stdin_open = options.stdin_fd >= 0;
+  pollfd fds[5] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {-1, 0, 0}, {-1, 0, 0}, {-1, 0, 0}};
   int open_streams = 2;
   while (open_streams > 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
+    if (left.count() <= 0 || options.stop.stop_requested()) {
       timed_out = true;
       break;
     }
-    if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    fds[2] = {caller_stdin_open && stdin_pending.empty() ? options.stdin_fd : -1, POLLIN, 0};
+    fds[3] = {stdin_pipe >= 0 && !stdin_pending.empty() ? stdin_pipe : -1, POLLOUT, 0};
+    fds[4] = {options.control ? options.control->wake_fd() : -1, POLLIN, 0};
+    const int wait = static_cast<int>(std::min<long long>(left.count(), 50));
+    if (::poll(fds, 5, wait) < 0 && errno != EINTR) break;
+    if (fds[4].revents != 0) {
+      for (const int number : options.control->take().signals) ::kill(-pid, number);
+    }
+    if (fds[2].revents != 0) {
+      char buffer[65536];
+      const ssize_t got = ::read(options.stdin_fd, buffer, sizeof buffer);
+      if (got > 0) {
+        stdin_pending.assign(buffer, static_cast<std::size_t>(got));
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        caller_stdin_open = false;
+      }
+    }
+    if (fds[3].revents != 0) {
+      const ssize_t put = ::write(stdin_pipe, stdin_pending.data(), stdin_pending.size());
+      if (put > 0) {
+        stdin_pending.erase(0, static_cast<std::size_t>(put));
+      } else if (errno != EINTR && errno != EAGAIN) {
+        // EPIPE: the command stopped reading; what the caller still sends goes nowhere.
+        stdin_pending.clear();
+        caller_stdin_open = false;
+      }
+    }
+    if (stdin_pipe >= 0 && !caller_stdin_open && stdin_pending.empty()) {
+      ::close(stdin_pipe);
+      stdin_pipe = -1;
+    }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       char buffer[65536];
@@ -124,21 +165,28 @@ ExecResult HostSandbox::exec(const Command& command, const ExecOptions& options)
         --open_streams;
         continue;
       }
-      std::string& sink = i == 0 ? result.stdout_bytes : result.stderr_bytes;
-      const std::uint64_t total = result.stdout_bytes.size() + result.stderr_bytes.size();
       std::size_t take = static_cast<std::size_t>(got);
-      if (options.max_output_bytes && total + take > *options.max_output_bytes) {
-        take = static_cast<std::size_t>(*options.max_output_bytes - total);
+      if (options.max_output_bytes && delivered + take > *options.max_output_bytes) {
+        take = static_cast<std::size_t>(*options.max_output_bytes - delivered);
         if (options.overflow == OutputOverflow::refuse) overflowed = true;
         result.truncated = true;
       }
-      sink.append(buffer, take);
+      delivered += take;
+      if (options.on_output) {
+        if (take > 0 && !overflowed) {
+          options.on_output(i == 0 ? OutputStream::stdout_stream : OutputStream::stderr_stream,
+                            std::string_view(buffer, take));
+        }
+      } else {
+        (i == 0 ? result.stdout_bytes : result.stderr_bytes).append(buffer, take);
+      }
     }
     if (overflowed) break;
   }
-  for (auto& fd : fds) {
-    if (fd.fd >= 0) ::close(fd.fd);
+  for (int i = 0; i < 2; ++i) {
+    if (fds[i].fd >= 0) ::close(fds[i].fd);
   }
+  if (stdin_pipe >= 0) ::close(stdin_pipe);
   if (timed_out || overflowed) ::kill(-pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);

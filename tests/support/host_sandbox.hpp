@@ -1,6 +1,8 @@
 // A test double that runs real processes on the host: guest paths *are* host paths (tests pick
 // paths under a temporary directory). No isolation at all — it exists so that transports that
 // need a real interpreter (host tools over exec, over a socket) can be tested without a backend.
+// exec streams to `on_output`, forwards `stdin_fd` live, and sends `control`'s signals to the
+// command's process group; it gives no terminal (NotSupported).
 #pragma once
 
 #include <string>

@@ -9,6 +9,7 @@
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
 #include "backends/kit/guest_paths.hpp"
+#include "backends/kit/stdin_to_eof.hpp"
 
 namespace airlock::acas {
 namespace {
@@ -19,6 +20,8 @@ using backend_kit::parent_of;
 using backend_kit::refuse_overlong;
 
 constexpr std::uint64_t kMaxBytesPerFile = 32ull << 20;  // the declared transfer ceiling
+// Live stdin is staged as a file before the command runs: no more than a file may hold.
+constexpr std::size_t kMaxStagedStdinBytes = kMaxBytesPerFile;
 
 // Exit codes of the guest file scripts.
 constexpr int kParentNotCreated = 80;
@@ -187,6 +190,31 @@ std::vector<std::optional<EntryKind>> AcasSandbox::guest_kinds(
 // ---- commands -------------------------------------------------------------------------------
 
 ExecResult AcasSandbox::exec(const Command& command, const ExecOptions& options) {
+  check_exec_options(options);
+  if (options.terminal) {
+    throw NotSupported(
+        "the acas backend gives no terminal: a command's output is captured to files and read "
+        "back when it ends");
+  }
+  if (options.control) {
+    throw NotSupported(
+        "the acas backend cannot signal a running command: the service runs one request at a "
+        "time and offers no way to reach a command in flight");
+  }
+  if (options.stdin_fd >= 0 || options.on_output) {
+    // The capture protocol stages stdin whole and reads the output back at the end: live stdin
+    // is read to its end of file first, and the output is handed over in one piece per stream.
+    ExecOptions collected = options;
+    collected.on_output = nullptr;
+    if (options.stdin_fd >= 0) {
+      collected.stdin_bytes = backend_kit::read_stdin_to_eof(
+          options.stdin_fd, Clock::now() + options.timeout, options.stop, kMaxStagedStdinBytes);
+      collected.stdin_fd = -1;
+    }
+    ExecResult result = exec(command, collected);
+    deliver_collected_output(result, options);
+    return result;
+  }
   refuse_when_gone();
   const Clock::time_point deadline = Clock::now() + options.timeout;
   const Call during = call(deadline, options.stop);

@@ -1,8 +1,10 @@
 #include "backends/docker/exec_session.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -20,19 +22,21 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
-// Output accounting as the frames arrive: nothing past the ceiling is ever kept.
+// Output accounting as the frames arrive: nothing past the ceiling is ever kept or handed on.
+// With a callback, each frame's payload goes to it as it is decoded (the attach stream streams).
 struct Collected {
   std::string out;
   std::string err;
+  std::uint64_t used = 0;
   std::uint64_t limit = 0;
   bool truncate = false;
   bool truncated = false;
   bool refused = false;
+  const OutputCallback* on_output = nullptr;
 
   void take(StreamType stream, std::string_view payload) {
     if (stream == StreamType::stdin_stream || refused) return;
     std::string& target = stream == StreamType::stdout_stream ? out : err;
-    const std::uint64_t used = out.size() + err.size();
     if (used + payload.size() > limit) {
       if (!truncate) {
         refused = true;
@@ -41,14 +45,22 @@ struct Collected {
       truncated = true;
       payload = payload.substr(0, static_cast<std::size_t>(limit - used));
     }
-    target.append(payload);
+    used += payload.size();
+    if (payload.empty()) return;
+    if (on_output != nullptr && *on_output) {
+      (*on_output)(stream == StreamType::stdout_stream ? OutputStream::stdout_stream
+                                                       : OutputStream::stderr_stream,
+                   payload);
+    } else {
+      target.append(payload);
+    }
   }
 };
 
 std::string create_exec(EngineClient& client, const std::string& container_id,
                         const Command& command, const ExecOptions& options,
                         Clock::time_point deadline) {
-  json body = {{"AttachStdin", !options.stdin_bytes.empty()},
+  json body = {{"AttachStdin", !options.stdin_bytes.empty() || options.stdin_fd >= 0},
                {"AttachStdout", true},
                {"AttachStderr", true},
                {"Tty", false},
@@ -136,8 +148,18 @@ std::optional<int> exit_code(EngineClient& client, const std::string& exec_id,
 ExecOutcome run_exec(EngineClient& client, const std::string& container_id, const Command& command,
                      const ExecOptions& options, std::uint64_t backend_ceiling,
                      const ForceStop& force_stop) {
+  check_exec_options(options);
+  if (options.terminal) {
+    throw NotSupported(
+        "the docker backend gives no terminal: its exec streams are demultiplexed pipes");
+  }
+  if (options.control) {
+    throw NotSupported(
+        "the docker backend cannot forward signals to a running command: the Engine API signals "
+        "only a container's PID 1, never one exec's process group");
+  }
   const Clock::time_point deadline = Clock::now() + options.timeout;
-  if (!options.stdin_bytes.empty() && client.endpoint().tls) {
+  if ((!options.stdin_bytes.empty() || options.stdin_fd >= 0) && client.endpoint().tls) {
     throw NotSupported(
         "stdin over a TLS connection to the engine is not supported: the engine learns that "
         "stdin ended only from a half-closed connection");
@@ -147,6 +169,7 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id, cons
   collected.limit = options.max_output_bytes.value_or(backend_ceiling);
   collected.truncate =
       options.max_output_bytes.has_value() && options.overflow == OutputOverflow::truncate;
+  collected.on_output = &options.on_output;
 
   std::optional<HijackedConnection> connection;
   // The attach is closed before the stop: an engine may hold a stop until the attached client
@@ -182,16 +205,36 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id, cons
 
   MultiplexedDecoder decoder(
       [&](StreamType stream, std::string_view payload) { collected.take(stream, payload); });
-  std::string_view stdin_left = options.stdin_bytes;
-  bool stdin_closed = options.stdin_bytes.empty();
+  // What stdin has still to take: the bytes, then what the caller's descriptor gives (read
+  // only when poll says it is readable, so never blocking) until its end of file.
+  std::string stdin_pending = options.stdin_bytes;
+  std::size_t stdin_written = 0;
+  bool caller_stdin_open = options.stdin_fd >= 0;
+  bool stdin_closed = options.stdin_bytes.empty() && !caller_stdin_open;
   char chunk[65536];
   while (true) {
     if (options.stop.stop_requested()) throw timed_out("cancelled");
     if (Clock::now() >= deadline) throw timed_out(expired_message());
-    if (!stdin_left.empty()) {
-      stdin_left.remove_prefix(connection->write_some(stdin_left));
+    if (stdin_written < stdin_pending.size()) {
+      stdin_written +=
+          connection->write_some(std::string_view(stdin_pending).substr(stdin_written));
     }
-    if (stdin_left.empty() && !stdin_closed) {
+    if (stdin_written == stdin_pending.size()) {
+      stdin_pending.clear();
+      stdin_written = 0;
+      if (caller_stdin_open) {
+        pollfd caller{options.stdin_fd, POLLIN, 0};
+        if (::poll(&caller, 1, 0) > 0) {
+          const ssize_t got = ::read(options.stdin_fd, chunk, sizeof chunk);
+          if (got > 0) {
+            stdin_pending.assign(chunk, static_cast<std::size_t>(got));
+            continue;
+          }
+          if (got == 0 || (errno != EAGAIN && errno != EINTR)) caller_stdin_open = false;
+        }
+      }
+    }
+    if (stdin_pending.empty() && !caller_stdin_open && !stdin_closed) {
       connection->shutdown_write();
       stdin_closed = true;
     }
@@ -205,10 +248,12 @@ ExecOutcome run_exec(EngineClient& client, const std::string& container_id, cons
       continue;
     }
     if (read.end) break;
-    pollfd descriptor{connection->socket(),
-                      static_cast<short>(POLLIN | (stdin_left.empty() ? 0 : POLLOUT)), 0};
+    pollfd descriptors[2] = {
+        {connection->socket(), static_cast<short>(POLLIN | (stdin_pending.empty() ? 0 : POLLOUT)),
+         0},
+        {caller_stdin_open && stdin_pending.empty() ? options.stdin_fd : -1, POLLIN, 0}};
     const auto wait = std::min<long long>(left_until(deadline).count(), 50);
-    ::poll(&descriptor, 1, static_cast<int>(std::max<long long>(wait, 1)));
+    ::poll(descriptors, 2, static_cast<int>(std::max<long long>(wait, 1)));
   }
   connection.reset();
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -27,6 +28,29 @@ void set_nonblocking(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+// write(2) without SIGPIPE: a command that closes its stdin must not kill the caller's process.
+// SIGPIPE is blocked on this thread for the call, and one it raised is taken back.
+ssize_t write_quietly(int fd, const char* data, std::size_t size) {
+  sigset_t pipe_only;
+  sigset_t previous;
+  ::sigemptyset(&pipe_only);
+  ::sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  sigset_t pending;
+  ::sigpending(&pending);
+  const bool already_pending = ::sigismember(&pending, SIGPIPE) == 1;
+  const ssize_t sent = ::write(fd, data, size);
+  const int error = errno;
+  if (sent < 0 && error == EPIPE && !already_pending) {
+    const struct timespec zero {};
+    while (::sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = error;
+  return sent;
+}
+
 struct Streams {
   base::UniqueFd out;
   base::UniqueFd err;
@@ -44,7 +68,7 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
   Pipe status = Pipe::make();
   Pipe control = Pipe::make();
   std::optional<Pipe> in;
-  if (command.feed_stdin) in = Pipe::make();
+  if (command.feed_stdin || command.stdin_fd >= 0) in = Pipe::make();
 
   std::vector<std::string> arguments = {"exec"};
   std::vector<int> extra;
@@ -87,8 +111,11 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
   for (const base::UniqueFd* fd : {&streams.out, &streams.err, &streams.status, &streams.in}) {
     if (*fd) set_nonblocking(fd->get());
   }
-  std::size_t fed = 0;
-  if (streams.in && command.stdin_bytes.empty()) streams.in.reset();
+  // What the command's stdin has still to take: the bytes, then what the caller's descriptor
+  // gives until its end of file.
+  std::string stdin_pending = command.stdin_bytes;
+  bool caller_stdin_open = command.stdin_fd >= 0;
+  if (streams.in && stdin_pending.empty() && !caller_stdin_open) streams.in.reset();
 
   // A stop request wakes the poll through an eventfd.
   base::UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -141,27 +168,50 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
       request_kill();
     }
 
-    pollfd fds[5] = {{streams.out.get(), POLLIN, 0},
+    const bool forwarding = streams.in && caller_stdin_open && stdin_pending.empty();
+    pollfd fds[7] = {{streams.out.get(), POLLIN, 0},
                      {streams.err.get(), POLLIN, 0},
                      {streams.status.get(), POLLIN, 0},
-                     {streams.in.get(), POLLOUT, 0},
-                     {wake.get(), POLLIN, 0}};
+                     {stdin_pending.empty() ? -1 : streams.in.get(), POLLOUT, 0},
+                     {wake.get(), POLLIN, 0},
+                     {forwarding ? command.stdin_fd : -1, POLLIN, 0},
+                     {command.control && !killing ? command.control->wake_fd() : -1, POLLIN, 0}};
     auto next = killing ? kill_deadline : command.deadline;
     if (drain_until && *drain_until < next) next = *drain_until;
     auto wait_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
     // The client's exit is not a descriptor: look again at least every 20 ms.
     wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, 20));
-    if (::poll(fds, 5, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
+    if (::poll(fds, 7, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
 
-    if (streams.in && (fds[3].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
-      const ssize_t wrote = ::write(streams.in.get(), command.stdin_bytes.data() + fed,
-                                    command.stdin_bytes.size() - fed);
-      if (wrote > 0) fed += static_cast<std::size_t>(wrote);
-      if ((wrote < 0 && errno != EAGAIN && errno != EINTR) || fed >= command.stdin_bytes.size()) {
-        streams.in.reset();
+    if (fds[6].revents != 0) {
+      for (const int number : command.control->take().signals) {
+        if (!forwardable_signal(number) || !streams.control) continue;
+        const char signal_request[2] = {gvisor_guest::kSignalRequest, static_cast<char>(number)};
+        (void)!write_quietly(streams.control.get(), signal_request, sizeof signal_request);
       }
     }
+    if (forwarding && fds[5].revents != 0) {
+      const ssize_t got = ::read(command.stdin_fd, buffer, sizeof buffer);
+      if (got > 0) {
+        stdin_pending.assign(buffer, static_cast<std::size_t>(got));
+      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+        caller_stdin_open = false;  // end of file, or a descriptor that cannot be read
+      }
+    }
+    if (streams.in && !stdin_pending.empty() &&
+        (fds[3].revents & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+      const ssize_t wrote =
+          write_quietly(streams.in.get(), stdin_pending.data(), stdin_pending.size());
+      if (wrote > 0) {
+        stdin_pending.erase(0, static_cast<std::size_t>(wrote));
+      } else if (wrote < 0 && errno != EAGAIN && errno != EINTR) {
+        // EPIPE: the command closed its stdin; nothing more of the caller's input goes anywhere.
+        stdin_pending.clear();
+        caller_stdin_open = false;
+      }
+    }
+    if (streams.in && stdin_pending.empty() && !caller_stdin_open) streams.in.reset();
     if (streams.status && (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       const ssize_t got = ::read(streams.status.get(), buffer, sizeof buffer);
       if (got > 0 && status_text.size() < 4096) {
@@ -180,10 +230,21 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
       }
       if (got < 0) continue;
       std::string& text = index == 0 ? result.stdout_bytes : result.stderr_bytes;
+      const auto deliver = [&](std::size_t size) {
+        if (size == 0) return;
+        if (command.on_output) {
+          command.on_output(index == 0 ? OutputStream::stdout_stream : OutputStream::stderr_stream,
+                            std::string_view(buffer, size));
+        } else {
+          text.append(buffer, size);
+        }
+      };
       const auto size = static_cast<std::uint64_t>(got);
+      if (overflowed) continue;  // past the ceiling: dropped (truncate) or being killed
       if (total + size > command.max_output_bytes) {
         const auto room = command.max_output_bytes - total;
-        text.append(buffer, static_cast<std::size_t>(room));
+        // Refused, nothing past the ceiling is handed over; truncated, the head up to it is.
+        if (command.truncate) deliver(static_cast<std::size_t>(room));
         total = command.max_output_bytes;
         if (!overflowed) {
           overflowed = true;
@@ -194,7 +255,7 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
           }
         }
       } else {
-        text.append(buffer, static_cast<std::size_t>(got));
+        deliver(static_cast<std::size_t>(got));
         total += size;
       }
     }

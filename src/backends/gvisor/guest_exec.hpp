@@ -1,11 +1,13 @@
 // One command in a running container: `runsc exec` of the guest helper's `run`, with the
 // command's stdout and stderr on separate pipes (never one file: gVisor garbles a shared one),
 // its status on a third, and a control pipe on which we ask the helper to kill the command's
-// whole tree. Used by exec, run_code and every file-plane operation.
+// whole tree or to signal its process group. Used by exec, run_code and every file-plane
+// operation.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "airlock/records.hpp"
+#include "airlock/sandbox.hpp"
 #include "backends/gvisor/runsc.hpp"
 
 namespace airlock::gvisor_backend {
@@ -30,6 +33,12 @@ struct GuestCommand {
   // Run the argv directly (the file plane's helper subcommands), not under `run`: no status or
   // control descriptors, the exit code is runsc's. Timeouts then kill the runsc client only.
   bool direct = false;
+  // Streaming: each chunk as it is read, under the same ceiling, instead of into the result.
+  OutputCallback on_output;
+  // Live stdin: polled and forwarded into the command's stdin until its end of file.
+  int stdin_fd = -1;
+  // Signals for the command's process group, sent on the control pipe (not with `direct`).
+  std::shared_ptr<ExecControl> control;
 };
 
 // Runs `command` in container `id`. Returns the result, or throws:

@@ -32,7 +32,10 @@ inline constexpr const char* kKeeperReadyName = "airlock-ready";
 
 // The descriptors `run` finds (passed with runsc exec --pass-fd).
 inline constexpr int kStatusFd = 3;   // guest → host: one status line
-inline constexpr int kControlFd = 4;  // host → guest: any byte or EOF = kill the command's tree
+// host → guest: kSignalRequest then one byte, a signal number, = signal the command's process
+// group (forwardable signals only); any other byte, or EOF, = kill the command's tree.
+inline constexpr int kControlFd = 4;
+inline constexpr char kSignalRequest = 's';
 
 // Exit codes of the file-plane subcommands; the reason is one line on stderr.
 enum FileExit : int {

@@ -143,6 +143,12 @@ ExecResult GvisorSandbox::helper(std::vector<std::string> arguments, std::string
 }
 
 ExecResult GvisorSandbox::exec(const Command& command, const ExecOptions& options) {
+  check_exec_options(options);
+  if (options.terminal) {
+    throw NotSupported(
+        "the gvisor backend gives no terminal: runsc exec's tty needs a console socket of its "
+        "own, which this backend does not run");
+  }
   const auto started = Clock::now();
   if (options.timeout.count() <= 0)
     throw InvalidArgument("exec: timeout must be positive", "timeout");
@@ -156,6 +162,9 @@ ExecResult GvisorSandbox::exec(const Command& command, const ExecOptions& option
   guest.max_output_bytes = options.max_output_bytes.value_or(config_->output_ceiling_bytes);
   guest.truncate = options.max_output_bytes && options.overflow == OutputOverflow::truncate;
   guest.stop = options.stop;
+  guest.on_output = options.on_output;
+  guest.stdin_fd = options.stdin_fd;
+  guest.control = options.control;
   for (const auto& [name, value] : guest.environment) {
     if (name.empty() || name.find('=') != std::string::npos ||
         name.find('\0') != std::string::npos || value.find('\0') != std::string::npos) {

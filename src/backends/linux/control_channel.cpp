@@ -3,12 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -69,12 +72,78 @@ int milliseconds_until(Clock::time_point when) {
 }
 
 // The command's standard streams: the host keeps the read ends (and stdin's write end), the
-// write ends travel to the init with the request.
+// write ends travel to the init with the request. With a terminal, out_read and in_write are
+// the pty's master (and `master` a third handle on it, for resizes), and the slave travels as
+// all three of the command's streams; there is no separate stderr.
 struct CommandPipes {
   base::UniqueFd out_read, out_write;
   base::UniqueFd err_read, err_write;
   base::UniqueFd in_read, in_write;
+  base::UniqueFd master;
 };
+
+// write(2) without SIGPIPE: a command that closes its stdin must not kill the caller's process.
+// SIGPIPE is blocked on this thread for the call, and one it raised is taken back.
+ssize_t write_quietly(int fd, const char* data, std::size_t size) {
+  sigset_t pipe_only;
+  sigset_t previous;
+  ::sigemptyset(&pipe_only);
+  ::sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  sigset_t pending;
+  ::sigpending(&pending);
+  const bool already_pending = ::sigismember(&pending, SIGPIPE) == 1;
+  const ssize_t sent = ::write(fd, data, size);
+  const int error = errno;
+  if (sent < 0 && error == EPIPE && !already_pending) {
+    const struct timespec zero {};
+    while (::sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = error;
+  return sent;
+}
+
+void set_window_size(int master, WindowSize size) {
+  struct winsize cells {};
+  cells.ws_row = size.rows;
+  cells.ws_col = size.columns;
+  ::ioctl(master, TIOCSWINSZ, &cells);
+}
+
+base::UniqueFd duplicate(int fd, const char* what) {
+  base::UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!copy)
+    throw BackendError("the command's terminal could not be made", base::errno_error("dup", what));
+  return copy;
+}
+
+// A pty pair from the host's devpts. The slave is opened through the master (TIOCGPTPEER), never
+// by a path another process could swap; the guest holds only the slave, of its own pty.
+void open_terminal(CommandPipes& pipes, WindowSize size) {
+  base::UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master) {
+    throw BackendError("the command's terminal could not be made",
+                       base::errno_error("posix_openpt", "/dev/ptmx"));
+  }
+  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) {
+    throw BackendError("the command's terminal could not be made",
+                       base::errno_error("unlockpt", "/dev/ptmx"));
+  }
+  base::UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!slave) {
+    throw BackendError("the command's terminal could not be made",
+                       base::errno_error("ioctl TIOCGPTPEER", "/dev/ptmx"));
+  }
+  set_window_size(master.get(), size);
+  pipes.err_write = duplicate(slave.get(), "pty slave");
+  pipes.in_read = duplicate(slave.get(), "pty slave");
+  pipes.out_write = std::move(slave);
+  pipes.out_read = duplicate(master.get(), "pty master");
+  pipes.in_write = duplicate(master.get(), "pty master");
+  pipes.master = std::move(master);
+}
 
 void open_pipe(base::UniqueFd& read_end, base::UniqueFd& write_end) {
   int ends[2];
@@ -83,8 +152,12 @@ void open_pipe(base::UniqueFd& read_end, base::UniqueFd& write_end) {
   write_end.reset(ends[1]);
 }
 
-CommandPipes open_command_pipes(bool feed_stdin) {
+CommandPipes open_command_pipes(bool feed_stdin, const std::optional<WindowSize>& terminal) {
   CommandPipes pipes;
+  if (terminal) {
+    open_terminal(pipes, *terminal);
+    return pipes;
+  }
   open_pipe(pipes.out_read, pipes.out_write);
   open_pipe(pipes.err_read, pipes.err_write);
   if (feed_stdin) open_pipe(pipes.in_read, pipes.in_write);
@@ -134,7 +207,7 @@ void send_command(int socket, const std::string& body, const std::string& secret
   pipes.err_write.reset();
   pipes.in_read.reset();
   set_nonblocking(pipes.out_read.get());
-  set_nonblocking(pipes.err_read.get());
+  if (pipes.err_read) set_nonblocking(pipes.err_read.get());
   if (pipes.in_write) set_nonblocking(pipes.in_write.get());
 }
 
@@ -143,13 +216,23 @@ std::optional<bool> kill_confirmed(const protocol::ExitReport& report) {
   return (report.flags & protocol::kKillConfirmed) != 0;
 }
 
-// One command in flight: its output under the ceiling, its stdin, a caller's cancellation, and
-// the init's answer, polled together until the init reports the end (or stops answering).
+// One command in flight: its output under the ceiling (collected, or handed to the caller's
+// callback chunk by chunk), its stdin (bytes, or the caller's descriptor forwarded as it
+// becomes readable), a caller's cancellation, signals and resizes, and the init's answer, polled
+// together until the init reports the end (or stops answering). Nothing here blocks: stdin
+// waits for POLLOUT, and the caller's descriptor is read only when poll says it is readable.
 class CommandStream {
  public:
   CommandStream(base::UniqueFd socket, const std::string& secret, const ExecPlan& plan,
                 CommandPipes pipes)
-      : socket_(std::move(socket)), secret_(secret), plan_(plan), pipes_(std::move(pipes)) {
+      : socket_(std::move(socket)),
+        secret_(secret),
+        plan_(plan),
+        pipes_(std::move(pipes)),
+        stdin_pending_(plan.stdin_bytes),
+        caller_stdin_open_(plan.stdin_fd >= 0),
+        // Only a terminal that was given input is told where the input ends.
+        end_of_input_typed_(!plan.terminal || (plan.stdin_bytes.empty() && plan.stdin_fd < 0)) {
     limit_ = plan.max_output_bytes
                  ? plan.max_output_bytes
                  : (plan.output_ceiling > 0 ? std::optional(plan.output_ceiling) : std::nullopt);
@@ -178,13 +261,27 @@ class CommandStream {
     (void)protocol::send_message(
         socket_.get(), protocol::encode_header(protocol::Op::kill, 0, secret_), nullptr, 0);
   }
-  // Appends what arrived, under the ceiling; past it, refuse (kill, drop) or truncate (discard).
-  void take(std::string& into, const char* data, std::size_t size) {
+  void send_signal(int number) {
+    const std::string message =
+        protocol::encode_header(protocol::Op::signal, 0, secret_) + protocol::encode_signal(number);
+    // A send that fails means the init is gone; its missing answer says so below.
+    (void)protocol::send_message(socket_.get(), message, nullptr, 0);
+  }
+  void apply_control() {
+    ExecControl::Pending pending = plan_.control->take();
+    for (const int number : pending.signals) {
+      if (forwardable_signal(number)) send_signal(number);
+    }
+    if (pending.size && pipes_.master) set_window_size(pipes_.master.get(), *pending.size);
+  }
+  // What arrived goes to the callback or into the result, under the ceiling; past it, refuse
+  // (kill, drop) or truncate (discard).
+  void take(OutputStream stream, std::string& into, const char* data, std::size_t size) {
     if (overflowed_ && !truncate_) return;
     if (limit_ && total_ + size > *limit_) {
       const std::uint64_t room = *limit_ - total_;
       if (truncate_) {
-        into.append(data, static_cast<std::size_t>(room));
+        deliver(stream, into, data, static_cast<std::size_t>(room));
         total_ = *limit_;
         result_.truncated = true;
         return;
@@ -193,34 +290,75 @@ class CommandStream {
       send_kill();
       return;
     }
-    into.append(data, size);
+    deliver(stream, into, data, size);
     total_ += size;
   }
-  void drain(base::UniqueFd& pipe, std::string& into) {
+  void deliver(OutputStream stream, std::string& into, const char* data, std::size_t size) {
+    if (size == 0) return;
+    if (plan_.on_output) {
+      plan_.on_output(stream, std::string_view(data, size));
+    } else {
+      into.append(data, size);
+    }
+  }
+  // Reads until the pipe is empty. End of stream, or EIO from a terminal whose every slave
+  // handle is closed, ends the stream.
+  void drain(OutputStream stream, base::UniqueFd& pipe, std::string& into) {
     char chunk[65536];
     for (;;) {
       const ssize_t got = ::read(pipe.get(), chunk, sizeof chunk);
       if (got > 0) {
-        take(into, chunk, static_cast<std::size_t>(got));
+        take(stream, into, chunk, static_cast<std::size_t>(got));
         continue;
       }
       if (got == 0 || (errno != EAGAIN && errno != EINTR)) pipe.reset();
       return;
     }
   }
+  // Writes what is pending into the command's stdin until it would block. When the input has
+  // ended (the bytes are written, the caller's descriptor reached end of file), the command's
+  // stdin is closed — or, on a terminal, the end-of-file character is typed once.
   void feed_stdin() {
-    const std::string& bytes = plan_.stdin_bytes;
-    while (stdin_done_ < bytes.size()) {
-      const ssize_t sent =
-          ::write(pipes_.in_write.get(), bytes.data() + stdin_done_, bytes.size() - stdin_done_);
-      if (sent > 0) {
-        stdin_done_ += static_cast<std::size_t>(sent);
+    while (pipes_.in_write) {
+      while (!stdin_pending_.empty()) {
+        const ssize_t sent =
+            write_quietly(pipes_.in_write.get(), stdin_pending_.data(), stdin_pending_.size());
+        if (sent > 0) {
+          stdin_pending_.erase(0, static_cast<std::size_t>(sent));
+          continue;
+        }
+        if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        // EPIPE (the command closed its stdin) or EIO (its terminal hung up): that is its call,
+        // and nothing more of the caller's input goes anywhere.
+        stdin_pending_.clear();
+        caller_stdin_open_ = false;
+        end_of_input_typed_ = true;
+        break;
+      }
+      if (caller_stdin_open_) return;
+      if (!end_of_input_typed_) {
+        end_of_input_typed_ = true;
+        struct termios modes {};
+        const bool known = ::tcgetattr(pipes_.in_write.get(), &modes) == 0;
+        stdin_pending_.assign(
+            1, known && modes.c_cc[VEOF] != 0 ? static_cast<char>(modes.c_cc[VEOF]) : '\x04');
         continue;
       }
-      if (sent < 0 && (errno == EAGAIN || errno == EINTR)) break;
-      stdin_done_ = bytes.size();  // the command stopped reading: that is its call
+      pipes_.in_write.reset();
     }
-    if (stdin_done_ == bytes.size()) pipes_.in_write.reset();
+  }
+  // The caller's descriptor is readable: one read (it cannot block after POLLIN), then on.
+  void read_caller_stdin() {
+    char chunk[65536];
+    const ssize_t got = ::read(plan_.stdin_fd, chunk, sizeof chunk);
+    if (got > 0) {
+      stdin_pending_.append(chunk, static_cast<std::size_t>(got));
+    } else if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+      return;
+    } else {
+      caller_stdin_open_ = false;  // end of file, or a descriptor that cannot be read
+    }
+    feed_stdin();
   }
   [[noreturn]] void raise_timeout(std::string message, std::optional<bool> confirmed) {
     throw Timeout(std::move(message), confirmed, std::move(result_.stdout_bytes),
@@ -240,15 +378,18 @@ class CommandStream {
   bool overflowed_ = false;
   bool kill_sent_ = false;
   bool cancelled_ = false;
-  std::size_t stdin_done_ = 0;
+  std::string stdin_pending_;
+  bool caller_stdin_open_ = false;
+  bool end_of_input_typed_ = true;
 };
 
 protocol::Reply CommandStream::run() {
   const Clock::time_point hard_limit = plan_.deadline + kReplyGrace;
   Clock::time_point kill_limit = Clock::time_point::max();
   std::optional<protocol::Reply> reply;
+  feed_stdin();
   while (!reply) {
-    struct pollfd polled[5];
+    struct pollfd polled[7];
     nfds_t count = 0;
     auto add = [&](int fd, short events) {
       polled[count] = {fd, events, 0};
@@ -258,7 +399,12 @@ protocol::Reply CommandStream::run() {
     const nfds_t cancel_index = cancel_ ? add(cancel_.get(), POLLIN) : kAbsent;
     const nfds_t out_index = pipes_.out_read ? add(pipes_.out_read.get(), POLLIN) : kAbsent;
     const nfds_t err_index = pipes_.err_read ? add(pipes_.err_read.get(), POLLIN) : kAbsent;
-    const nfds_t in_index = pipes_.in_write ? add(pipes_.in_write.get(), POLLOUT) : kAbsent;
+    const nfds_t in_index =
+        pipes_.in_write && !stdin_pending_.empty() ? add(pipes_.in_write.get(), POLLOUT) : kAbsent;
+    const nfds_t caller_index = pipes_.in_write && caller_stdin_open_ && stdin_pending_.empty()
+                                    ? add(plan_.stdin_fd, POLLIN)
+                                    : kAbsent;
+    const nfds_t control_index = plan_.control ? add(plan_.control->wake_fd(), POLLIN) : kAbsent;
     const Clock::time_point wake = std::min(hard_limit, kill_limit);
     const int ready = ::poll(polled, count, milliseconds_until(wake));
     if (ready < 0 && errno != EINTR) throw BackendError("poll failed", base::errno_error("poll"));
@@ -271,12 +417,16 @@ protocol::Reply CommandStream::run() {
           std::nullopt);
     }
     if (out_index != kAbsent && polled[out_index].revents != 0) {
-      drain(pipes_.out_read, result_.stdout_bytes);
+      drain(OutputStream::stdout_stream, pipes_.out_read, result_.stdout_bytes);
     }
     if (err_index != kAbsent && polled[err_index].revents != 0) {
-      drain(pipes_.err_read, result_.stderr_bytes);
+      drain(OutputStream::stderr_stream, pipes_.err_read, result_.stderr_bytes);
     }
     if (in_index != kAbsent && polled[in_index].revents != 0) feed_stdin();
+    if (caller_index != kAbsent && polled[caller_index].revents != 0) read_caller_stdin();
+    if (control_index != kAbsent && (polled[control_index].revents & POLLIN) != 0) {
+      apply_control();
+    }
     if (cancel_index != kAbsent && (polled[cancel_index].revents & POLLIN) != 0 && !cancelled_) {
       cancelled_ = true;
       send_kill();
@@ -290,8 +440,8 @@ protocol::Reply CommandStream::run() {
   }
   // The command has ended: what it wrote is already in the pipes. Take it without waiting for
   // end of stream, which a detached descendant holding the pipe could postpone forever.
-  if (pipes_.out_read) drain(pipes_.out_read, result_.stdout_bytes);
-  if (pipes_.err_read) drain(pipes_.err_read, result_.stderr_bytes);
+  if (pipes_.out_read) drain(OutputStream::stdout_stream, pipes_.out_read, result_.stdout_bytes);
+  if (pipes_.err_read) drain(OutputStream::stderr_stream, pipes_.err_read, result_.stderr_bytes);
   return *reply;
 }
 
@@ -453,9 +603,11 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   request.working_directory = plan.working_directory;
   request.deadline_ms = remaining.count();
   if (plan.serial) request.flags |= protocol::kSerial;
-  if (plan.feed_stdin) request.flags |= protocol::kStdinPipe;
+  const bool with_stdin = plan.feed_stdin || plan.stdin_fd >= 0 || plan.terminal.has_value();
+  if (with_stdin) request.flags |= protocol::kStdinPipe;
+  if (plan.terminal) request.flags |= protocol::kTerminal;
 
-  CommandPipes pipes = open_command_pipes(plan.feed_stdin);
+  CommandPipes pipes = open_command_pipes(with_stdin, plan.terminal);
   const std::string body = encode_checked(request);
   base::UniqueFd socket = connect();
   send_command(socket.get(), body, secret_, pipes);

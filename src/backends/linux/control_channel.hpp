@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -34,6 +35,16 @@ struct ExecPlan {
   OutputOverflow overflow = OutputOverflow::refuse;
   std::uint64_t output_ceiling = 0;  // applies when max_output_bytes is unset
   std::stop_token stop;
+  // Streaming: each chunk goes here as it is drained (under the same ceiling) instead of into
+  // the result.
+  OutputCallback on_output;
+  // Live stdin: the caller's descriptor, polled and forwarded until its end of file (then the
+  // command's stdin is closed; on a terminal, VEOF is typed instead). Implies feed_stdin.
+  int stdin_fd = -1;
+  // A pty of this size: the command's stdin, stdout, stderr and controlling terminal.
+  std::optional<WindowSize> terminal;
+  // Signals to the command's process group, resizes of its terminal.
+  std::shared_ptr<ExecControl> control;
 };
 
 class ControlChannel {

@@ -161,6 +161,7 @@ std::optional<Sandbox::SocketChannel> LinuxSandbox::socket_channel() {
 }
 
 ExecResult LinuxSandbox::exec(const Command& command, const ExecOptions& options) {
+  check_exec_options(options);
   refuse_when_gone();
   const auto started = std::chrono::steady_clock::now();
   if (options.working_directory.empty() || options.working_directory.front() != '/') {
@@ -182,6 +183,10 @@ ExecResult LinuxSandbox::exec(const Command& command, const ExecOptions& options
   plan.overflow = options.overflow;
   plan.output_ceiling = config_->output_ceiling_bytes;
   plan.stop = options.stop;
+  plan.on_output = options.on_output;
+  plan.stdin_fd = options.stdin_fd;
+  plan.terminal = options.terminal;
+  plan.control = options.control;
   return channel_.exec(plan);
 }
 

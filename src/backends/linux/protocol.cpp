@@ -63,6 +63,20 @@ bool decode_exec(const std::string& body, ExecRequest& request) {
   return reader.finished() && !request.argv.empty();
 }
 
+std::string encode_signal(int number) {
+  wire::Writer writer;
+  writer.u32(static_cast<std::uint32_t>(number));
+  return writer.take();
+}
+
+bool decode_signal(const std::string& body, int& number) {
+  wire::Reader reader(body);
+  const std::uint32_t value = reader.u32();
+  if (!reader.finished() || value > 64) return false;
+  number = static_cast<int>(value);
+  return true;
+}
+
 std::string encode_reply(const Reply& reply) {
   wire::Writer writer;
   writer.u32(static_cast<std::uint32_t>(reply.kind));

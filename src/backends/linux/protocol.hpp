@@ -18,6 +18,12 @@
 //             fds: stdout, stderr, and stdin when kStdinPipe is set (else the guest's /dev/null).
 //             While the command runs, the host may send `kill` on the same connection; closing
 //             the connection also kills the command (nobody is left to read its output).
+//             With kTerminal the three descriptors are one pty slave (the host keeps the
+//             master): the command makes it its controlling terminal.
+//   signal  → (no answer) sent mid-command on an exec's connection: the init delivers the
+//             signal number in the body to the command's process group, when the number is
+//             one a caller may forward (airlock::forwardable_signal); anything else is dropped.
+//             Queued before the command starts, it is delivered as the command starts.
 //
 // A request larger than kInlineLimit travels in a sealed memfd passed as the first descriptor
 // (flag kBodyInMemfd in the header), because a SEQPACKET message is bounded by the socket buffer.
@@ -39,7 +45,14 @@ inline constexpr std::size_t kMaxRequestBytes = 8u << 20;  // argv + env, like a
 inline constexpr std::size_t kMaxFds = 5;
 inline constexpr std::size_t kSecretBytes = 32;
 
-enum class Op : std::uint32_t { ping = 1, root = 2, exec = 3, kill = 4, namespaces = 5 };
+enum class Op : std::uint32_t {
+  ping = 1,
+  root = 2,
+  exec = 3,
+  kill = 4,
+  namespaces = 5,
+  signal = 6,
+};
 enum class ReplyKind : std::uint32_t {
   ok = 1,
   error = 2,
@@ -55,6 +68,8 @@ inline constexpr std::uint32_t kBodyInMemfd = 1u << 0;
 inline constexpr std::uint32_t kStdinPipe = 1u << 0;
 // Serialised with every other serial request on the sandbox (run_code: one program at a time).
 inline constexpr std::uint32_t kSerial = 1u << 1;
+// The descriptors are a pty slave: the command's controlling terminal (requires kStdinPipe).
+inline constexpr std::uint32_t kTerminal = 1u << 2;
 
 struct ExecRequest {
   std::vector<std::string> argv;
@@ -104,6 +119,8 @@ struct Reply {
 std::string encode_header(Op op, std::uint32_t header_flags, std::string_view secret);
 std::string encode_exec(const ExecRequest& request);
 bool decode_exec(const std::string& body, ExecRequest& request);
+std::string encode_signal(int number);
+bool decode_signal(const std::string& body, int& number);
 std::string encode_reply(const Reply& reply);
 bool decode_reply(const std::string& bytes, Reply& reply);
 // A request is a header (op, flags, secret) followed by its body; returns false when malformed.

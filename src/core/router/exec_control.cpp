@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <mutex>
+#include <string>
 
 #include "airlock/errors.hpp"
 #include "airlock/sandbox.hpp"
@@ -32,6 +33,13 @@ void wake(int fd) {
 }  // namespace
 
 void ExecControl::signal(int number) {
+  if (!forwardable_signal(number)) {
+    throw InvalidArgument("exec control: signal " + std::to_string(number) +
+                              " is not one a running command may be sent (SIGHUP, SIGINT, "
+                              "SIGQUIT, SIGKILL, SIGUSR1, SIGUSR2, SIGALRM, SIGTERM, SIGCONT, "
+                              "SIGTSTP, SIGWINCH)",
+                          "signal");
+  }
   {
     const std::lock_guard lock(state_->mutex);
     state_->pending.signals.push_back(number);

@@ -1,5 +1,9 @@
 // Exec through the Engine API: fidelity, bounds that hold while the output streams, and
 // timeouts that leave nothing running.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <iostream>
 #include <thread>
 
 #include "engine_fixture.hpp"
@@ -133,6 +137,104 @@ TEST_F(EngineTest, ABackgroundProcessOutlivesTheExecThatStartedIt) {
   sh(*sandbox, "sleep 60 >/dev/null 2>&1 &");
   const auto ps = sh(*sandbox, "ps -o args | grep -c '^sleep 60'");
   EXPECT_EQ(ps.stdout_bytes, "1\n");
+}
+
+// A daemon planted by the command — double-forked, in a session of its own, appending to a file
+// for ever. After the error, either the kill is confirmed and the daemon is provably gone (the
+// file stops growing, no such process is left), or the kill is not claimed.
+constexpr const char* kPlantDaemon =
+    "(setsid sh -c 'while :; do echo x >> /tmp/planted.log; sleep 0.05; done' "
+    "</dev/null >/dev/null 2>&1 &); "
+    "while [ ! -s /tmp/planted.log ]; do sleep 0.02; done; ";
+
+class PlantedDaemon : public EngineTest {
+ protected:
+  void expect_gone(Sandbox& sandbox, std::optional<bool> confirmed) {
+    if (confirmed != std::optional<bool>(true)) {
+      std::cout << "kill not claimed confirmed: the sandbox would be disposed\n";
+      return;
+    }
+    // A restart (the fallback stop) empties the storage: no file is as gone as a still one.
+    const std::string size = "wc -c < /tmp/planted.log 2>/dev/null || echo none";
+    const std::string first = sh(sandbox, size).stdout_bytes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(sh(sandbox, size).stdout_bytes, first)
+        << "the planted daemon kept writing after a confirmed kill";
+    EXPECT_EQ(sh(sandbox, "ps -o args | grep -c '[p]lanted.log'").stdout_bytes, "0\n");
+  }
+};
+
+TEST_F(PlantedDaemon, IsGoneWhenATimeoutConfirmsTheKill) {
+  auto sandbox = acquire();
+  std::optional<bool> confirmed;
+  try {
+    sandbox->exec(Command::shell(std::string(kPlantDaemon) + "sleep 300"),
+                  at("/", std::chrono::seconds(3)));
+    ADD_FAILURE() << "the command outlived its timeout";
+  } catch (const Timeout& error) {
+    confirmed = error.kill_confirmed();
+  }
+  EXPECT_EQ(confirmed, std::optional<bool>(true));
+  expect_gone(*sandbox, confirmed);
+}
+
+TEST_F(PlantedDaemon, IsGoneWhenAnOutputFloodConfirmsTheKill) {
+  auto sandbox = acquire();
+  ExecOptions options = at("/");
+  options.max_output_bytes = 64 * 1024;
+  std::optional<bool> confirmed;
+  try {
+    sandbox->exec(Command::shell(std::string(kPlantDaemon) + "yes flood"), options);
+    ADD_FAILURE() << "the flood was not refused";
+  } catch (const ExecOutputLimitExceeded& error) {
+    confirmed = error.kill_confirmed();
+  }
+  EXPECT_EQ(confirmed, std::optional<bool>(true));
+  expect_gone(*sandbox, confirmed);
+}
+
+TEST_F(EngineTest, OutputStreamsAndStdinIsForwardedLive) {
+  auto sandbox = acquire();
+  ExecOptions streaming = at("/");
+  std::string out;
+  std::optional<Clock::time_point> first;
+  streaming.on_output = [&](OutputStream, std::string_view bytes) {
+    if (!first) first = Clock::now();
+    out += bytes;
+  };
+  const auto streamed = sandbox->exec(Command::shell("echo a; sleep 1; echo b"), streaming);
+  const auto ended = Clock::now();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GE(ended - *first, std::chrono::milliseconds(700));
+  EXPECT_EQ(out, "a\nb\n");
+  EXPECT_EQ(streamed.stdout_bytes, "");
+
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  std::thread writer([&] {
+    for (const std::string_view line : {"one\n", "two\n"}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      (void)!::write(ends[1], line.data(), line.size());
+    }
+    ::close(ends[1]);
+  });
+  ExecOptions live = at("/");
+  live.stdin_fd = ends[0];
+  const auto echoed = sandbox->exec(Command::shell("cat; echo end"), live);
+  writer.join();
+  ::close(ends[0]);
+  EXPECT_EQ(echoed.stdout_bytes, "one\ntwo\nend\n");
+}
+
+TEST_F(EngineTest, ATerminalOrSignalsAreRefusedBeforeAnythingRuns) {
+  auto sandbox = acquire();
+  ExecOptions terminal = at("/");
+  terminal.terminal = WindowSize{24, 80};
+  EXPECT_THROW(sandbox->exec(Command::shell("touch /tmp/ran"), terminal), NotSupported);
+  ExecOptions controlled = at("/");
+  controlled.control = std::make_shared<ExecControl>();
+  EXPECT_THROW(sandbox->exec(Command::shell("touch /tmp/ran"), controlled), NotSupported);
+  EXPECT_EQ(sh(*sandbox, "[ -e /tmp/ran ] && echo ran; true").stdout_bytes, "");
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The boundary, attacked: what a guest can see of the host, reach on the network, and do to it
 // with a fork bomb, an output flood or a command that will not end.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <stop_token>
 #include <thread>
 
@@ -228,6 +230,126 @@ TEST_F(Isolation, CancellationStopsTheCommand) {
   canceller.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60));
   EXPECT_EQ(sh(*sandbox, "pidof sleep || echo none").stdout_bytes, "none\n");
+}
+
+// A daemon planted by the command — double-forked, in a session of its own, appending to a file
+// for ever. After the error, either the kill is confirmed and the daemon is provably gone (the
+// file stops growing, no such process is left), or the kill is not claimed.
+std::string plant_daemon() {
+  return "(setsid sh -c 'while :; do echo x >> planted.log; sleep 0.05; done' "
+         "</dev/null >/dev/null 2>&1 &); "
+         "while [ ! -s planted.log ]; do sleep 0.02; done; ";
+}
+
+class PlantedDaemon : public GvisorBackendTest {
+ protected:
+  static void expect_gone(Sandbox& sandbox, std::optional<bool> confirmed) {
+    ASSERT_EQ(confirmed, std::optional<bool>(true)) << "the gvisor helper confirms every kill";
+    const std::string first = sh(sandbox, "wc -c < planted.log").stdout_bytes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    EXPECT_EQ(sh(sandbox, "wc -c < planted.log").stdout_bytes, first)
+        << "the planted daemon kept writing after a confirmed kill";
+    EXPECT_EQ(sh(sandbox,
+                 "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline 2>/dev/null | "
+                 "grep -q 'planted[.]log' && echo alive; done; true")
+                  .stdout_bytes,
+              "");
+  }
+};
+
+TEST_F(PlantedDaemon, IsGoneWhenATimeoutConfirmsTheKill) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  ExecOptions options;
+  options.working_directory = kWork;
+  options.timeout = std::chrono::milliseconds(3000);
+  std::optional<bool> confirmed;
+  try {
+    sandbox->exec(Command::shell(plant_daemon() + "sleep 300"), options);
+    ADD_FAILURE() << "the command outlived its timeout";
+  } catch (const Timeout& error) {
+    confirmed = error.kill_confirmed();
+  }
+  expect_gone(*sandbox, confirmed);
+}
+
+TEST_F(PlantedDaemon, IsGoneWhenAnOutputFloodConfirmsTheKill) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  ExecOptions options;
+  options.working_directory = kWork;
+  options.timeout = std::chrono::seconds(60);
+  options.max_output_bytes = 64 * 1024;
+  std::optional<bool> confirmed;
+  try {
+    sandbox->exec(Command::shell(plant_daemon() + "yes flood"), options);
+    ADD_FAILURE() << "the flood was not refused";
+  } catch (const ExecOutputLimitExceeded& error) {
+    confirmed = error.kill_confirmed();
+  }
+  expect_gone(*sandbox, confirmed);
+}
+
+TEST_F(Isolation, OutputStreamsStdinIsLiveAndSignalsReachTheGroup) {
+  AIRLOCK_REQUIRE_GVISOR();
+  auto sandbox = acquire(spec());
+  // Streaming: the first chunk arrives while the command still runs.
+  ExecOptions streaming;
+  streaming.working_directory = kWork;
+  streaming.timeout = std::chrono::seconds(30);
+  std::string out;
+  std::optional<std::chrono::steady_clock::time_point> first;
+  streaming.on_output = [&](OutputStream, std::string_view bytes) {
+    if (!first) first = std::chrono::steady_clock::now();
+    out += bytes;
+  };
+  const ExecResult streamed = sandbox->exec(Command::shell("echo a; sleep 1; echo b"), streaming);
+  const auto ended = std::chrono::steady_clock::now();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GE(ended - *first, std::chrono::milliseconds(700));
+  EXPECT_EQ(out, "a\nb\n");
+  EXPECT_EQ(streamed.stdout_bytes, "");
+
+  // Live stdin from a pipe written slowly.
+  int ends[2];
+  ASSERT_EQ(::pipe2(ends, O_CLOEXEC), 0);
+  std::thread writer([&] {
+    for (const std::string_view line : {"one\n", "two\n"}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      (void)!::write(ends[1], line.data(), line.size());
+    }
+    ::close(ends[1]);
+  });
+  ExecOptions live;
+  live.working_directory = kWork;
+  live.timeout = std::chrono::seconds(30);
+  live.stdin_fd = ends[0];
+  const ExecResult echoed = sandbox->exec(Command::shell("cat; echo end"), live);
+  writer.join();
+  ::close(ends[0]);
+  EXPECT_EQ(echoed.stdout_bytes, "one\ntwo\nend\n");
+
+  // A forwarded SIGTERM ends the command with 143.
+  auto control = std::make_shared<ExecControl>();
+  ExecOptions controlled;
+  controlled.working_directory = kWork;
+  controlled.timeout = std::chrono::seconds(60);
+  controlled.control = control;
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    control->signal(SIGTERM);
+  });
+  const ExecResult signalled = sandbox->exec(Command::argv({"sleep", "300"}), controlled);
+  sender.join();
+  EXPECT_EQ(signalled.exit_code, 143);
+  EXPECT_EQ(signalled.term_signal, std::optional<int>(SIGTERM));
+
+  // No terminal: said before anything runs.
+  ExecOptions terminal;
+  terminal.working_directory = kWork;
+  terminal.terminal = WindowSize{24, 80};
+  EXPECT_THROW(sandbox->exec(Command::shell("touch ran"), terminal), NotSupported);
+  EXPECT_EQ(sh(*sandbox, "[ -e ran ] && echo ran; true").stdout_bytes, "");
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 // ceiling) and its filesystem, which is the in-process sandbox's own node map.
 #include "emulator.hpp"
 
+#include <poll.h>
+
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <csignal>
 #include <deque>
 #include <mutex>
 #include <system_error>
@@ -48,6 +51,23 @@ std::string expand(const Word& word, const InProcessSandbox::Emulator::Frame& fr
 
 }  // namespace
 
+bool emulation::signal_ends_a_process(int number) {
+  switch (number) {
+    case SIGHUP:
+    case SIGINT:
+    case SIGQUIT:
+    case SIGKILL:
+    case SIGUSR1:
+    case SIGUSR2:
+    case SIGPIPE:
+    case SIGALRM:
+    case SIGTERM:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // ---- running -----------------------------------------------------------------------------------
 
 InProcessSandbox::Emulator::Emulator(InProcessSandbox& sandbox, const ExecOptions& options)
@@ -76,7 +96,17 @@ void InProcessSandbox::Emulator::emit(std::string& stream, std::string_view byte
   stream.append(bytes);
 }
 
+void InProcessSandbox::Emulator::check_signals() {
+  if (!options_.control) return;
+  pollfd wake{options_.control->wake_fd(), POLLIN, 0};
+  if (::poll(&wake, 1, 0) <= 0) return;
+  for (const int number : options_.control->take().signals) {
+    if (emulation::signal_ends_a_process(number)) throw emulation::KilledBySignal{number};
+  }
+}
+
 void InProcessSandbox::Emulator::check_deadline() {
+  check_signals();
   if (options_.stop.stop_requested()) throw Timeout("cancelled", true, stdout_, stderr_);
   if (std::chrono::steady_clock::now() >= deadline_) {
     throw Timeout(
@@ -91,7 +121,22 @@ void InProcessSandbox::Emulator::sleep_for(std::chrono::nanoseconds duration) {
   std::mutex mutex;
   std::condition_variable_any wakeup;
   std::unique_lock lock(mutex);
-  wakeup.wait_until(lock, options_.stop, until, [] { return false; });
+  if (options_.control) {
+    // Wake for the control's requests too: a signal must end a sleep as it would a process.
+    const int wake_fd = options_.control->wake_fd();
+    for (auto now = std::chrono::steady_clock::now();
+         now < until && !options_.stop.stop_requested(); now = std::chrono::steady_clock::now()) {
+      check_signals();
+      const auto slice =
+          std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(10));
+      pollfd pending{wake_fd, POLLIN, 0};
+      const auto slice_ms = std::chrono::ceil<std::chrono::milliseconds>(slice).count();
+      ::poll(&pending, 1, static_cast<int>(slice_ms));
+    }
+    check_signals();
+  } else {
+    wakeup.wait_until(lock, options_.stop, until, [] { return false; });
+  }
   if (options_.stop.stop_requested() || wake >= deadline_) check_deadline();
 }
 
@@ -132,6 +177,7 @@ std::optional<ExecResult> InProcessSandbox::Emulator::run(const Command& command
   frame.out = [this](std::string_view bytes) { emit(stdout_, bytes); };
   frame.err = [this](std::string_view bytes) { emit(stderr_, bytes); };
   int status = 0;
+  std::optional<int> signalled;
   try {
     check_deadline();
     if (script) {
@@ -151,8 +197,12 @@ std::optional<ExecResult> InProcessSandbox::Emulator::run(const Command& command
     }
   } catch (const ScriptExit& exit) {
     status = exit.code;
+  } catch (const emulation::KilledBySignal& killed) {
+    status = 128 + killed.number;
+    signalled = killed.number;
   }
   ExecResult result;
+  result.term_signal = signalled;
   result.stdout_bytes = std::move(stdout_);
   result.stderr_bytes = std::move(stderr_);
   result.exit_code = status;

@@ -101,6 +101,16 @@ struct ScriptExit {
   int code;
 };
 
+// A signal from `ExecOptions::control` whose default action ends a process unwinds the whole
+// exec: its status is 128 + the signal's number.
+struct KilledBySignal {
+  int number;
+};
+
+// Whether a signal's default action ends a process (SIGWINCH, SIGCONT, SIGCHLD… do not;
+// SIGSTOP/SIGTSTP stop rather than end one, and the emulator has no stopped state).
+bool signal_ends_a_process(int number);
+
 // Whether `name` is a command the emulator runs inside a script (`sh` is not: only the exec's
 // own `sh -c SCRIPT` is).
 bool is_emulated_command(std::string_view name);
@@ -116,7 +126,8 @@ class InProcessSandbox::Emulator {
   // nullopt when the command is outside the emulated vocabulary (the scripted answer applies).
   // Throws Timeout when the caller's timeout expires (or `stop` is requested),
   // ExecOutputLimitExceeded when a refusing output ceiling is passed, and NotFound when the
-  // working directory does not exist.
+  // working directory does not exist. A signal queued on `options.control` that ends a process
+  // ends the command with 128 + its number (checked at every command and while sleeping).
   std::optional<ExecResult> run(const Command& command);
 
   // One running script: its parameters, directory, and where its output goes.
@@ -139,6 +150,7 @@ class InProcessSandbox::Emulator {
   int run_script(const emulation::Script& script, Frame& frame);
   int run_command(const std::vector<std::string>& arguments, Io& io, Frame& frame);
   void check_deadline();
+  void check_signals();
   void sleep_for(std::chrono::nanoseconds duration);
   [[noreturn]] void block_until_deadline();
 

@@ -1,8 +1,11 @@
 // The in-process sandbox's command emulator: it must behave like a guest's shell over the same
 // nodes the file plane serves, or the conformance suites run against it prove nothing.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <thread>
 
 #include "airlock/backend_factory.hpp"
@@ -223,6 +226,114 @@ TEST_F(Emulator, StdinBytesReachTheCommand) {
   options.working_directory = "/work";
   options.stdin_bytes = "from stdin";
   EXPECT_EQ(sandbox.exec(Command::argv({"cat"}), options).stdout_bytes, "from stdin");
+}
+
+TEST_F(Emulator, StdinFdIsReadToItsEndOfFileAndFed) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::thread writer([&] {
+    for (const std::string_view piece : {"slow", "ly ", "fed"}) {
+      std::this_thread::sleep_for(30ms);
+      ASSERT_EQ(::write(pipe_fds[1], piece.data(), piece.size()),
+                static_cast<ssize_t>(piece.size()));
+    }
+    ::close(pipe_fds[1]);
+  });
+  ExecOptions options;
+  options.working_directory = "/work";
+  options.stdin_fd = pipe_fds[0];
+  EXPECT_EQ(sandbox.exec(Command::argv({"cat"}), options).stdout_bytes, "slowly fed");
+  writer.join();
+  ::close(pipe_fds[0]);
+}
+
+TEST_F(Emulator, AStdinFdThatNeverClosesEndsInTimeout) {
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  ExecOptions options;
+  options.working_directory = "/work";
+  options.timeout = Milliseconds(200);
+  options.stdin_fd = pipe_fds[0];
+  EXPECT_THROW(sandbox.exec(Command::argv({"cat"}), options), Timeout);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
+TEST_F(Emulator, ContradictoryOptionsAndATerminalAreRefusedBeforeAnythingRuns) {
+  const std::size_t before = sandbox.commands().size();
+  ExecOptions both;
+  both.working_directory = "/work";
+  both.stdin_bytes = "x";
+  both.stdin_fd = 0;
+  EXPECT_THROW(sandbox.exec(Command::shell("printf ran > /work/ran"), both), InvalidArgument);
+  ExecOptions terminal;
+  terminal.working_directory = "/work";
+  terminal.terminal = WindowSize{40, 120};
+  EXPECT_THROW(sandbox.exec(Command::shell("printf ran > /work/ran"), terminal), NotSupported);
+  EXPECT_FALSE(sandbox.exists("/work/ran"));
+  EXPECT_EQ(sandbox.commands().size(), before);
+}
+
+TEST_F(Emulator, OnOutputReceivesTheOutputAndTheResultKeepsNone) {
+  std::vector<std::pair<OutputStream, std::string>> chunks;
+  ExecOptions options;
+  options.working_directory = "/work";
+  options.on_output = [&](OutputStream stream, std::string_view bytes) {
+    chunks.emplace_back(stream, std::string(bytes));
+  };
+  const auto result = sandbox.exec(Command::shell("printf out; printf err >&2"), options);
+  EXPECT_TRUE(result.stdout_bytes.empty());
+  EXPECT_TRUE(result.stderr_bytes.empty());
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0], std::make_pair(OutputStream::stdout_stream, std::string("out")));
+  EXPECT_EQ(chunks[1], std::make_pair(OutputStream::stderr_stream, std::string("err")));
+
+  // A Timeout's partial output goes to the callback too; the error carries none.
+  chunks.clear();
+  options.timeout = Milliseconds(100);
+  try {
+    sandbox.exec(Command::shell("printf partial; sleep 30"), options);
+    FAIL() << "sleep 30 returned under a 100 ms timeout";
+  } catch (const Timeout& timeout) {
+    EXPECT_TRUE(timeout.partial_stdout().empty());
+  }
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].second, "partial");
+}
+
+TEST_F(Emulator, AQueuedSignalEndsASleepWithItsStatus) {
+  for (const int number : {SIGINT, SIGTERM}) {
+    auto control = std::make_shared<ExecControl>();
+    ExecOptions options;
+    options.working_directory = "/work";
+    options.timeout = Milliseconds(30'000);
+    options.control = control;
+    std::thread sender([&] {
+      std::this_thread::sleep_for(100ms);
+      control->resize(WindowSize{10, 10});  // taken and ignored: no terminal
+      control->signal(SIGWINCH);            // ignored by default, as by a process
+      control->signal(number);
+    });
+    const auto started = std::chrono::steady_clock::now();
+    const auto result =
+        sandbox.exec(Command::shell("printf before; sleep 30; printf after"), options);
+    sender.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);
+    EXPECT_EQ(result.exit_code, 128 + number);
+    EXPECT_EQ(result.term_signal, number);
+    EXPECT_EQ(result.stdout_bytes, "before");
+  }
+  // Queued before the command starts: it ends at its first command.
+  auto control = std::make_shared<ExecControl>();
+  control->signal(SIGTERM);
+  ExecOptions options;
+  options.working_directory = "/work";
+  options.control = control;
+  EXPECT_EQ(sandbox.exec(Command::shell("printf x > /work/late"), options).exit_code, 143);
+  EXPECT_FALSE(sandbox.exists("/work/late"));
+  // Without a signal, a control changes nothing.
+  options.control = std::make_shared<ExecControl>();
+  EXPECT_EQ(sandbox.exec(Command::shell("sleep 0.05; printf ok"), options).stdout_bytes, "ok");
 }
 
 TEST_F(Emulator, RemovalsNeverFollowLinks) {

@@ -1,4 +1,8 @@
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "airlock/encoding.hpp"
@@ -290,23 +294,87 @@ ExecResult within_ceiling(ExecResult result, const ExecOptions& options) {
 
 }  // namespace
 
-ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& options) {
+namespace {
+
+// The emulator runs a command on its input all at once, so live stdin is read to its end of
+// file first, within the exec's timeout (a Timeout names stdin when the caller never closes it).
+std::string read_stdin_to_eof(const ExecOptions& options) {
+  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  std::string bytes;
+  char buffer[65536];
+  while (true) {
+    if (options.stop.stop_requested()) throw Timeout("cancelled while reading stdin", true);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      throw Timeout("stdin_fd did not reach its end of file within " +
+                        std::to_string(options.timeout.count()) + " ms",
+                    true);
+    }
+    pollfd readable{options.stdin_fd, POLLIN, 0};
+    const int ready = ::poll(&readable, 1, static_cast<int>(std::min<long long>(left.count(), 50)));
+    if (ready < 0 && errno != EINTR) throw SystemError("poll on stdin_fd failed", errno);
+    if (ready <= 0) continue;
+    if ((readable.revents & POLLNVAL) != 0) {
+      throw InvalidArgument(
+          "exec: stdin_fd " + std::to_string(options.stdin_fd) + " is not an open descriptor",
+          "stdin_fd");
+    }
+    const ssize_t got = ::read(options.stdin_fd, buffer, sizeof buffer);
+    if (got == 0) return bytes;
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      throw SystemError("read from stdin_fd failed", errno);
+    }
+    bytes.append(buffer, static_cast<std::size_t>(got));
+  }
+}
+
+}  // namespace
+
+ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& caller_options) {
+  check_exec_options(caller_options);
+  if (caller_options.terminal) {
+    throw NotSupported("the testing backend cannot give a command a terminal");
+  }
+  ExecResult result = exec_collected(command, caller_options);
+  deliver_collected_output(result, caller_options);
+  return result;
+}
+
+ExecResult InProcessSandbox::exec_collected(const Command& command,
+                                            const ExecOptions& caller_options) {
   const std::string line = command.display();
   std::exception_ptr raises;
   std::optional<ExecResult> scripted;
   std::string default_stdout;
   {
     std::lock_guard lock(mutex_);
-    commands_.push_back({line, options.working_directory, options.timeout});
+    commands_.push_back({line, caller_options.working_directory, caller_options.timeout});
     raises = options_.raises;
     scripted = scripted_answer(line);
     default_stdout = options_.default_stdout;
   }
   // The reference fake's order: record, raise, then a scripted marker answers.
   if (raises) std::rethrow_exception(raises);
+  ExecOptions options = caller_options;
+  if (options.stdin_fd >= 0) {
+    options.stdin_bytes = read_stdin_to_eof(options);
+    options.stdin_fd = -1;
+  }
   if (scripted) return within_ceiling(std::move(*scripted), options);
   if (options_.emulate_commands) {
-    if (auto emulated = Emulator(*this, options).run(command)) return *emulated;
+    try {
+      if (auto emulated = Emulator(*this, options).run(command)) return *emulated;
+    } catch (const Timeout& timeout) {
+      if (!options.on_output) throw;
+      // Streaming: what ran before the deadline goes to the callback, not into the error.
+      ExecResult partial;
+      partial.stdout_bytes = timeout.partial_stdout();
+      partial.stderr_bytes = timeout.partial_stderr();
+      deliver_collected_output(partial, options);
+      throw Timeout(timeout.message(), timeout.kill_confirmed());
+    }
   }
   ExecResult result;
   if (options_.unemulated_not_found) {

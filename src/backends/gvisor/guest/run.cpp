@@ -248,7 +248,25 @@ int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
       if (errno == EINTR) continue;
       break;
     }
-    bool kill_requested = (watch[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    bool kill_requested = false;
+    if ((watch[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      // kSignalRequest + a number: signal the command's process group; anything else (EOF,
+      // another byte, a read error) asks for the kill.
+      char request[64];
+      const ssize_t asked = ::read(kControlFd, request, sizeof request);
+      if (asked < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      kill_requested = asked <= 0;
+      for (ssize_t i = 0; i < asked; ++i) {
+        if (request[i] == kSignalRequest && i + 1 < asked) {
+          const int number = static_cast<unsigned char>(request[++i]);
+          // The host sends only forwardable signals; this pipe is the host's alone (the
+          // helper is not dumpable, so no guest process can open it through /proc).
+          if (number > 0 && number < 65) ::kill(-child, number);
+        } else {
+          kill_requested = true;
+        }
+      }
+    }
     if ((watch[0].revents & POLLIN) != 0) {
       signalfd_siginfo info{};
       while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {

@@ -4,9 +4,10 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
-#include <linux/securebits.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -121,6 +122,11 @@ void run_command(const protocol::ExecRequest& request, int stdin_fd, int stdout_
   error_pipe = 3;
   ::fcntl(3, F_SETFD, FD_CLOEXEC);
   sys::close_range(4, ~0u);
+  // A terminal: the pty slave (now 0, 1 and 2) becomes this new session's controlling
+  // terminal, so its line discipline signals the command's process group (^C → SIGINT).
+  if ((request.flags & protocol::kTerminal) != 0 && ::ioctl(0, TIOCSCTTY, 0) != 0) {
+    die(error_pipe, protocol::SpawnStage::setup, errno);
+  }
 
   for (const auto& limit : config.resource_limits) {
     struct rlimit value {};

@@ -16,7 +16,8 @@ struct ChildFailure {
 };
 
 // Own session and process group; stdio from the host's pipes (stdin: the given descriptor or
-// the guest's /dev/null); every other descriptor closed; rlimits; oom_score_adj 1000; the
+// the guest's /dev/null; with kTerminal, a pty slave that becomes the controlling terminal);
+// every other descriptor closed; rlimits; oom_score_adj 1000; the
 // working directory; every capability dropped (bounding and ambient sets too, and the
 // securebits that would hand uid 0 its capabilities back on execve locked); no_new_privs; the
 // seccomp filter; then execve, searching the request's PATH for a bare name.

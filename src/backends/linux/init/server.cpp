@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "airlock/sandbox.hpp"
 #include "backends/linux/init/command.hpp"
 #include "backends/linux/init/egress_bridge.hpp"
 #include "backends/linux/protocol.hpp"
@@ -72,6 +73,7 @@ struct Connection {
   base::UniqueFd error_pipe;
   Leaf* leaf = nullptr;
   std::uint32_t exit_flags = 0;
+  std::vector<int> pending_signals;  // sent while queued: delivered as the command starts
   bool serial() const { return (request.flags & protocol::kSerial) != 0; }
 };
 
@@ -93,6 +95,7 @@ class Server {
   void process_completions();
   void finish(Connection& connection);
   void kill_command(Connection& connection, std::uint32_t reason);
+  void signal_command(Connection& connection, int number);
   void expire_deadlines();
   void reply(Connection& connection, const Reply& answer, const int* fds = nullptr,
              std::size_t fd_count = 0);
@@ -246,7 +249,8 @@ void Server::handle_exec(Connection& connection, const std::string& body) {
     return;
   }
   const bool with_stdin = (connection.request.flags & protocol::kStdinPipe) != 0;
-  if (connection.fds.size() != (with_stdin ? 3u : 2u)) {
+  const bool terminal = (connection.request.flags & protocol::kTerminal) != 0;
+  if (connection.fds.size() != (with_stdin ? 3u : 2u) || (terminal && !with_stdin)) {
     Reply answer;
     answer.message = "exec request carries the wrong descriptors";
     reply(connection, answer);
@@ -380,6 +384,16 @@ void Server::start(Connection& connection) {
   connection.state = Connection::State::running;
   ++running_;
   if (connection.serial()) serial_running_ = true;
+  for (const int number : std::exchange(connection.pending_signals, {})) {
+    signal_command(connection, number);
+  }
+}
+
+// The command's process group; a child that has not reached its setsid yet is signalled alone
+// (its group does not exist yet, and it is the only process of what will be the group).
+void Server::signal_command(Connection& connection, int number) {
+  if (connection.pid <= 0 || connection.reaped) return;
+  if (::kill(-connection.pid, number) != 0 && errno == ESRCH) ::kill(connection.pid, number);
 }
 
 void Server::reap_all() {
@@ -420,7 +434,9 @@ void Server::kill_command(Connection& connection, std::uint32_t reason) {
   for (;;) {
     reap_all();
     if (connection.reaped && group_empty(connection)) {
-      connection.exit_flags |= protocol::kKillConfirmed;
+      // Without a leaf only the process group was seen empty: a descendant that left it
+      // (setsid, a daemon) may live on, so the kill is not claimed confirmed.
+      if (connection.leaf != nullptr) connection.exit_flags |= protocol::kKillConfirmed;
       return;
     }
     if (now_ms() >= give_up) return;
@@ -486,10 +502,20 @@ void Server::read_while_active(Connection& connection) {
   std::uint32_t header_flags = 0;
   std::string secret;
   std::string body;
-  const bool kill_request = received > 0 &&
-                            protocol::split_request(bytes, op, header_flags, secret, body) &&
-                            protocol::same_secret(secret, config_.control_secret) &&
-                            op == protocol::Op::kill;
+  const bool owned = received > 0 &&
+                     protocol::split_request(bytes, op, header_flags, secret, body) &&
+                     protocol::same_secret(secret, config_.control_secret);
+  int number = 0;
+  if (owned && op == protocol::Op::signal && protocol::decode_signal(body, number) &&
+      forwardable_signal(number)) {
+    if (connection.state == Connection::State::queued) {
+      if (connection.pending_signals.size() < 64) connection.pending_signals.push_back(number);
+    } else {
+      signal_command(connection, number);
+    }
+    return;
+  }
+  const bool kill_request = owned && op == protocol::Op::kill;
   if (received > 0 && !kill_request) return;  // anything else mid-command is ignored
   // A kill request, or the host hung up: either way nobody wants this command any more.
   if (connection.state == Connection::State::queued) {

@@ -39,6 +39,14 @@
 // (or falls back to `default_stdout`). run_code records, raises, matches markers against the
 // program text, and otherwise answers `default_stdout`.
 //
+// The exec contract's live parts, as far as an interpreter that runs all at once can go: a
+// `terminal` is refused (NotSupported) before anything is recorded; `stdin_fd` is read to its
+// end of file (within the timeout) and fed as `stdin_bytes`; `on_output` receives the collected
+// output when the command ends (a Timeout's partial output too, the error's bytes left empty);
+// a signal queued on `control` whose default action ends a process (SIGINT, SIGTERM, SIGHUP,
+// SIGKILL, …) ends an emulated command — at its next command or during `sleep` — with
+// 128 + its number and `term_signal` set; SIGWINCH, SIGCONT and resizes are taken and ignored.
+//
 // Faults a host's tests script, to drive their own failure paths (each settable in the options,
 // at run time through the setters below, from a router document's "testing" backend fields, and
 // from Python through airlock.testing):
@@ -191,6 +199,8 @@ class InProcessSandbox : public Sandbox {
                      std::string_view path);
   // The scripted answer for `text`, if a marker matches (caller holds mutex_).
   std::optional<ExecResult> scripted_answer(std::string_view text) const;
+  // exec before streaming: the whole result, handed to `on_output` (if set) by `exec`.
+  ExecResult exec_collected(const Command& command, const ExecOptions& options);
 
   InProcessSandboxOptions options_;  // the scripted fields change under mutex_
   SandboxKey key_;
