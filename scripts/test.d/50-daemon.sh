@@ -70,6 +70,9 @@ else
   else
     ran=$(api -X POST -d '{"argv":["echo","served"]}' "http://x/v1/sandboxes/$handle/exec")
     [[ $ran == *'"stdout":"served\n"'* ]] || serve_fail "exec: $ran"
+    streamed=$(api -N -X POST -d '{"argv":["echo","streamed"]}' "http://x/v1/sandboxes/$handle/exec/stream")
+    [[ $streamed == *'"data_base64":"c3RyZWFtZWQK"'*'"type":"output"'*'"type":"result"'* ]] ||
+      serve_fail "streaming exec: $streamed"
     bad=$(api -o /dev/null -w '%{http_code}' -X POST -d '{"argv":"echo"}' "http://x/v1/sandboxes/$handle/exec")
     [[ $bad == 400 ]] || serve_fail "a malformed exec answered $bad, not 400"
     gone=$(api -o /dev/null -w '%{http_code}' -X DELETE "http://x/v1/sandboxes/$handle")

@@ -35,6 +35,11 @@ struct ApiLimits {
   Milliseconds admission_timeout{30'000};
 };
 
+// The fields an answer carries when a command (or a write, or a shell read) did not end
+// normally: whether the sandbox was reset, and the sentence a model is shown. `condemned` is
+// the older name of `sandbox_reset`, kept for the clients that read it.
+json::Json sandbox_outcome(bool reset);
+
 class Api {
  public:
   struct Admitted;
@@ -65,6 +70,12 @@ class Api {
   HttpResponse describe_sandbox(const HttpRequest& request);
   HttpResponse dispose(const HttpRequest& request);
   HttpResponse exec(const HttpRequest& request);
+  HttpResponse exec_stream(const HttpRequest& request);
+  // The admitted part of an exec: runs it and answers as POST …/exec does (200 with the result,
+  // or an error response), or throws what the route answers with its own status.
+  HttpResponse finish_exec(Admitted& call, const Command& command, ExecOptions& options,
+                           std::chrono::steady_clock::time_point started, Milliseconds timeout,
+                           const std::stop_token& cancelled);
   ExecResult run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
                              std::chrono::steady_clock::time_point started, Milliseconds timeout);
   // files

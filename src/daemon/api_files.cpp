@@ -89,7 +89,7 @@ HttpResponse Api::put_file(const HttpRequest& request) {
     spdlog::warn("write of a file into {} failed: {}", call.record.handle, error_detail(error));
     condemn(call, "a write neither refused nor finished");
     call.admission.release(/*in_background=*/true);
-    return error_response(error, true, {{"condemned", true}});
+    return error_response(error, true, sandbox_outcome(true));
   }
   return HttpResponse::json(200, {{"path", path},
                                   {"size_bytes", request.body.size()},
@@ -120,9 +120,9 @@ HttpResponse Api::get_file(const HttpRequest& request) {
     call.admission.release(/*in_background=*/true);
     if (unfinished.over_cap()) {
       return error_response(TransferCapExceeded("max_bytes", path, max_bytes), true,
-                            {{"condemned", true}});
+                            sandbox_outcome(true));
     }
-    return error_response(unfinished, true, {{"condemned", true}});
+    return error_response(unfinished, true, sandbox_outcome(true));
   } catch (const std::exception& error) {
     // A read changes nothing in the sandbox: whatever happened, the instance stays.
     if (!file_refusal_of(error)) {

@@ -281,6 +281,93 @@ ExecResult Api::run_in_work_dir(Admitted& call, const Command& command, ExecOpti
   return call.sandbox->exec(command, options);
 }
 
+// What the model is told. Both say what happened to its files, in plain words: an agent that
+// does not know its sandbox was replaced goes on reading files that are gone.
+constexpr const char* kSandboxReset =
+    "The sandbox was reset: the command's end could not be confirmed (its processes may have "
+    "outlived it), so the sandbox was replaced by a fresh one, and every file written earlier in "
+    "this conversation is gone.";
+constexpr const char* kSandboxKept =
+    "The command was stopped and every process it started is gone; the sandbox is intact, with "
+    "every file written earlier in this conversation.";
+
+json::Json sandbox_outcome(bool reset) {
+  return json::Json{{"condemned", reset},
+                    {"sandbox_reset", reset},
+                    {"sandbox_message", reset ? kSandboxReset : kSandboxKept}};
+}
+
+namespace {
+
+// The command was stopped (its deadline, its output ceiling, or its caller gone): the instance
+// may be kept only when the backend proves every process of it gone.
+bool end_is_proven(const std::optional<bool>& kill_confirmed) {
+  return kill_confirmed.value_or(false);
+}
+
+}  // namespace
+
+HttpResponse Api::finish_exec(Admitted& call, const Command& command, ExecOptions& options,
+                              Clock::time_point started, Milliseconds timeout,
+                              const std::stop_token& cancelled) {
+  const auto finished = [&] {
+    metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
+  };
+  // A stopped command whose end is proven leaves its instance; an unknown end condemns it.
+  const auto stopped = [&](const std::exception& error, const std::optional<bool>& confirmed,
+                           const char* why, json::Json extra) {
+    const bool reset = !end_is_proven(confirmed);
+    if (reset) condemn(call, why);
+    call.admission.release(/*in_background=*/reset);
+    finished();
+    extra.update(sandbox_outcome(reset));
+    extra["instance_id"] = call.record.instance_id;
+    return error_response(error, false, extra);
+  };
+  ExecResult result;
+  try {
+    result = run_in_work_dir(call, command, options, started, timeout);
+  } catch (const QueuedTimeout&) {
+    throw;  // the backend's own queue: nothing ran
+  } catch (const Timeout& timed_out) {
+    // Cancelled: the client hung up, or the daemon's shutdown grace ran out.
+    const bool was_cancelled = cancelled.stop_requested();
+    return stopped(timed_out, timed_out.kill_confirmed(),
+                   was_cancelled ? "the call was cancelled mid-exec (client gone or shutdown) "
+                                   "and the kill was not confirmed"
+                                 : "the command timed out and the kill was not confirmed",
+                   {{"cancelled", was_cancelled}});
+  } catch (const ExecOutputLimitExceeded& overflow) {
+    return stopped(overflow, overflow.kill_confirmed(),
+                   "the command's output passed its ceiling and the kill was not confirmed",
+                   json::Json::object());
+  } catch (const InvalidArgument&) {
+    throw;  // refused before anything ran (a working directory outside the rules, say)
+  } catch (const NotFound&) {
+    throw;  // the working directory is not there: nothing ran
+  } catch (const NotADirectory&) {
+    throw;
+  } catch (const NotSupported&) {
+    throw;
+  } catch (const std::exception& failed) {
+    // The result did not come back: nothing establishes that the command stopped.
+    spdlog::warn("exec on {} failed: {}", call.record.handle, error_detail(failed));
+    json::Json extra = sandbox_outcome(true);
+    condemn(call, "the command's result was lost");
+    call.admission.release(/*in_background=*/true);
+    extra["instance_id"] = call.record.instance_id;
+    return error_response(failed, false, extra);
+  }
+  // A backend that collected instead of streaming hands its output over now (a no-op without
+  // a callback, and for a backend that streamed).
+  deliver_collected_output(result, options);
+  call.admission.release();
+  finished();
+  return HttpResponse::json(200, {{"result", json::to_json(result)},
+                                  {"instance_id", call.record.instance_id},
+                                  {"duration_ms", elapsed_since(started).count()}});
+}
+
 HttpResponse Api::exec(const HttpRequest& request) {
   const auto started = Clock::now();
   refuse_unknown_query(request, {});
@@ -299,45 +386,66 @@ HttpResponse Api::exec(const HttpRequest& request) {
                   " ms: admission and acquire used all of it");
   }
   options.timeout = remaining;
+  return finish_exec(call, parsed.command, options, started, timeout, request.cancelled);
+}
 
-  ExecResult result;
-  try {
-    result = run_in_work_dir(call, parsed.command, options, started, timeout);
-  } catch (const QueuedTimeout&) {
-    throw;  // the backend's own queue: nothing ran
-  } catch (const Timeout& timed_out) {
-    // Cancelled: the client hung up, or the daemon's shutdown grace ran out.
-    const bool cancelled = request.cancelled.stop_requested();
-    condemn(call, cancelled ? "the call was cancelled mid-exec (client gone or shutdown)"
-                            : "the command timed out");
-    call.admission.release(/*in_background=*/true);
-    metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
-    return error_response(timed_out, false, {{"condemned", true}, {"cancelled", cancelled}});
-  } catch (const ExecOutputLimitExceeded& overflow) {
-    condemn(call, "the command's output passed its ceiling");
-    call.admission.release(/*in_background=*/true);
-    metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
-    return error_response(overflow, false, {{"condemned", true}});
-  } catch (const InvalidArgument&) {
-    throw;  // refused before anything ran (a working directory outside the rules, say)
-  } catch (const NotFound&) {
-    throw;  // the working directory is not there: nothing ran
-  } catch (const NotADirectory&) {
-    throw;
-  } catch (const NotSupported&) {
-    throw;
-  } catch (const std::exception& failed) {
-    // The result did not come back: nothing establishes that the command stopped.
-    spdlog::warn("exec on {} failed: {}", call.record.handle, error_detail(failed));
-    condemn(call, "the command's result was lost");
-    call.admission.release(/*in_background=*/true);
-    return error_response(failed, false, {{"condemned", true}});
+// POST …/exec/stream: the same request and the same lifecycle as POST …/exec; the answer is
+// application/x-ndjson, one JSON object a line:
+//   {"type":"output","stream":"stdout"|"stderr","data_base64":"…"}   as the command prints
+//   {"type":"result","status":200,"result":{…},"instance_id":…,"duration_ms":…}
+//   {"type":"error","status":504,"error":{… the daemon's error shape, sandbox_reset …}}
+// exactly one of the last two, last. Everything refused before the command is admitted (a bad
+// body, an unknown handle, a queue past its deadline) is a plain JSON error with its own
+// status, as on POST …/exec. Output is base64 because a chunk boundary can split a UTF-8
+// sequence. What queues for a slow reader is bounded by the command's output ceiling.
+HttpResponse Api::exec_stream(const HttpRequest& request) {
+  const auto started = Clock::now();
+  refuse_unknown_query(request, {});
+  ExecRequest parsed = parse_exec_request(parse_json_body(request), limits_);
+  const Milliseconds timeout = parsed.timeout;
+  auto call = std::make_shared<Admitted>(admit(request, timeout));
+  auto options = std::make_shared<ExecOptions>(std::move(parsed.options));
+  options->working_directory = parsed.working_directory.value_or(call->record.spec->work_dir());
+  options->stop = request.cancelled;
+  const Milliseconds remaining = timeout - elapsed_since(started);
+  if (remaining <= Milliseconds(0)) {
+    throw Timeout("the command did not start within its " + std::to_string(timeout.count()) +
+                  " ms: admission and acquire used all of it");
   }
-  call.admission.release();
-  metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
-  return HttpResponse::json(200, {{"result", json::to_json(result)},
-                                  {"instance_id", call.record.instance_id},
-                                  {"duration_ms", elapsed_since(started).count()}});
+  options->timeout = remaining;
+  auto command = std::make_shared<Command>(std::move(parsed.command));
+  const std::stop_token cancelled = request.cancelled;
+  HttpResponse response = HttpResponse::streaming(
+      200, "application/x-ndjson",
+      [this, call, options, command, started, timeout, cancelled](const BodyWriter& write) {
+        const auto line = [&](const json::Json& object) {
+          std::string text = object.dump(-1, ' ', false, json::Json::error_handler_t::replace);
+          text.push_back('\n');
+          write(text);
+        };
+        options->on_output = [&](OutputStream stream, std::string_view bytes) {
+          if (bytes.empty()) return;
+          line({{"type", "output"},
+                {"stream", stream == OutputStream::stdout_stream ? "stdout" : "stderr"},
+                {"data_base64", base64_encode(bytes)}});
+        };
+        HttpResponse answer;
+        try {
+          answer = finish_exec(*call, *command, *options, started, timeout, cancelled);
+        } catch (const std::exception& error) {
+          answer = error_response(error);
+          call->admission.release();
+          metrics_.exec_finished(std::chrono::duration<double>(Clock::now() - started).count());
+        }
+        options->on_output = nullptr;
+        json::Json last = json::Json::parse(answer.body, nullptr, false);
+        if (!last.is_object()) last = json::Json::object();
+        last["type"] = answer.status == 200 ? "result" : "error";
+        last["status"] = answer.status;
+        line(last);
+      });
+  response.headers.emplace_back("X-Airlock-Instance", call->record.instance_id);
+  return response;
 }
 
 }  // namespace airlock::daemon

@@ -40,6 +40,9 @@ void Api::add_routes(RouteTable& table) {
              BodyKind::none, nullptr, "body", bind(&Api::dispose)});
   table.add({"POST", "/v1/sandboxes/{handle}/exec", "run an argv or a shell line", BodyKind::json,
              nullptr, "body", bind(&Api::exec)});
+  table.add({"POST", "/v1/sandboxes/{handle}/exec/stream",
+             "run an argv or a shell line, its output streamed as NDJSON", BodyKind::json, nullptr,
+             "body", bind(&Api::exec_stream)});
   table.add({"PUT", "/v1/sandboxes/{handle}/files", "write one file (raw body)", BodyKind::bytes,
              [this](const HttpRequest& request) { return upload_cap(request); },
              "spec.files_in.max_bytes_per_file", bind(&Api::put_file)});

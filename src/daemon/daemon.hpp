@@ -4,9 +4,9 @@
 //
 // Lifecycle: construct (loads the handle records), `start()` (binds and serves), `shutdown()`
 // (stop accepting — the unix socket disappears — let requests in flight finish within the
-// grace, then cancel what is left: a cancelled exec condemns its instance; then stop). Sandboxes
-// are *not* disposed on shutdown: they live in the backends' durable state and the handle
-// records, and a restarted daemon answers the same handles.
+// grace, then cancel what is left: a cancelled exec condemns its instance unless its kill is
+// confirmed; then stop). Sandboxes are *not* disposed on shutdown: they live in the backends'
+// durable state and the handle records, and a restarted daemon answers the same handles.
 #pragma once
 
 #include <sys/types.h>

@@ -70,6 +70,15 @@ HttpResponse HttpResponse::bytes(int status, std::string body) {
   return response;
 }
 
+HttpResponse HttpResponse::streaming(int status, std::string content_type,
+                                     std::function<void(const BodyWriter& write)> produce) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = std::move(content_type);
+  response.stream = std::move(produce);
+  return response;
+}
+
 void RouteTable::add(Route route) {
   routes_.push_back(std::move(route));
 }

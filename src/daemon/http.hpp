@@ -36,14 +36,27 @@ struct HttpRequest {
   std::optional<std::string_view> query_value(std::string_view name) const;
 };
 
+// Hands one piece of a streamed body to the connection. Never blocks: the pieces queue in
+// memory until the client reads them, so a producer must bound what it writes (the exec stream
+// is bounded by the command's output ceiling). Returns false once the client has gone; what is
+// written after that is dropped.
+using BodyWriter = std::function<bool(std::string_view piece)>;
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // A body produced while it is sent (chunked transfer encoding), instead of `body`. It runs on
+  // a thread of its own once the status and headers are queued, and the body ends when it
+  // returns. The request's `cancelled` stays live until then: a client that hangs up mid-stream
+  // requests it, and so does the daemon's shutdown grace running out. It must not throw.
+  std::function<void(const BodyWriter& write)> stream;
 
   static HttpResponse json(int status, const json::Json& body);
   static HttpResponse bytes(int status, std::string body);
+  static HttpResponse streaming(int status, std::string content_type,
+                                std::function<void(const BodyWriter& write)> produce);
 };
 
 enum class BodyKind : std::uint8_t {

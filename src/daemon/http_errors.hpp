@@ -21,7 +21,8 @@
 //   502 BackendError: the provider failed (model-safe message; detail logged); a shell road's
 //       command ended badly (ShellTransferFailed) or unknown (ShellTransferUnfinished, condemned)
 //   503 QueuedTimeout (Retry-After: 1; nothing ran), NoSandboxBackend, the daemon draining
-//   504 Timeout: the command's own deadline passed (the instance is condemned)
+//   504 Timeout: the command's own deadline passed (the instance is condemned unless the
+//       backend confirmed the kill; `sandbox_reset` says which)
 //
 // File routes add "refusal": one of file_not_found, is_directory, permission_denied, invalid_path —
 // the classification a Deep Agents client turns into its per-file error codes.

@@ -8,6 +8,9 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <system_error>
 
 #include "airlock/encoding.hpp"
 #include "airlock/error_table.hpp"
@@ -52,6 +55,28 @@ struct HttpServer::Connection {
   Phase phase = Phase::awaiting_request;
   Clock::time_point since = Clock::now();
   bool nul_escape = false;  // a %00 was decoded in the request being parsed
+};
+
+// Watches a connection's socket while its request is handled (and, for a streamed body, until
+// the stream ends): a hang-up requests the request's `cancelled`.
+struct Watching {
+  DisconnectWatch::Guard guard;
+  std::optional<std::stop_callback<std::function<void()>>> on_gone;
+};
+
+// A body produced by a route's `stream` on a thread of its own, read by the library's content
+// reader on the connection's thread. The reader blocks until a piece or the end arrives (the
+// connection has a thread of its own, so blocking there starves no one).
+struct StreamBody {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::string> pieces;
+  std::size_t offset = 0;  // of the first piece, already handed to the library
+  bool done = false;       // the producer returned
+  bool closed = false;     // the library let go of the response: nothing is read any more
+  std::stop_source cancel;
+  std::unique_ptr<Watching> watching;
+  std::thread producer;  // last
 };
 
 struct HttpServer::RequestState {
@@ -156,6 +181,92 @@ struct Callbacks {
   }
 
   static void free_body(void* cls) { delete static_cast<std::string*>(cls); }
+
+  static ssize_t read_stream(void* cls, uint64_t, char* buffer, size_t max) {
+    auto* stream = static_cast<StreamBody*>(cls);
+    std::unique_lock lock(stream->mutex);
+    stream->ready.wait(lock, [&] { return !stream->pieces.empty() || stream->done; });
+    if (stream->pieces.empty()) return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t copied = 0;
+    while (copied < max && !stream->pieces.empty()) {
+      const std::string& front = stream->pieces.front();
+      const size_t take = std::min(max - copied, front.size() - stream->offset);
+      std::memcpy(buffer + copied, front.data() + stream->offset, take);
+      copied += take;
+      stream->offset += take;
+      if (stream->offset == front.size()) {
+        stream->pieces.pop_front();
+        stream->offset = 0;
+      }
+    }
+    return static_cast<ssize_t>(copied);
+  }
+
+  // The library is done with the response: sent in full, or the client went (or the server
+  // stops). A producer still running has lost its reader, so its request is cancelled, and it
+  // is waited for: nothing it holds outlives the request.
+  static void free_stream(void* cls) {
+    auto* stream = static_cast<StreamBody*>(cls);
+    bool running = false;
+    {
+      std::lock_guard lock(stream->mutex);
+      stream->closed = true;
+      running = !stream->done;
+      stream->pieces.clear();
+    }
+    if (running) stream->cancel.request_stop();
+    if (stream->producer.joinable()) stream->producer.join();
+    delete stream;
+  }
+
+  static MHD_Result queue_stream(MHD_Connection* connection, HttpServer::RequestState& state,
+                                 HttpResponse response, std::unique_ptr<Watching> watching,
+                                 bool close) {
+    auto* stream = new (std::nothrow) StreamBody();
+    if (!stream) return MHD_NO;
+    stream->cancel = state.cancel;
+    stream->watching = std::move(watching);
+    MHD_Response* reply = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                            &read_stream, stream, &free_stream);
+    if (!reply) {
+      delete stream;
+      return MHD_NO;
+    }
+    MHD_add_response_header(reply, MHD_HTTP_HEADER_CONTENT_TYPE, response.content_type.c_str());
+    MHD_add_response_header(reply, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    for (const auto& [name, value] : response.headers) {
+      MHD_add_response_header(reply, name.c_str(), value.c_str());
+    }
+    if (close) MHD_add_response_header(reply, MHD_HTTP_HEADER_CONNECTION, "close");
+    state.status = response.status;
+    try {
+      stream->producer = std::thread([stream, produce = std::move(response.stream)] {
+        const BodyWriter write = [stream](std::string_view piece) {
+          std::lock_guard lock(stream->mutex);
+          if (stream->closed) return false;
+          if (!piece.empty()) stream->pieces.emplace_back(piece);
+          stream->ready.notify_all();
+          return true;
+        };
+        try {
+          produce(write);
+        } catch (const std::exception& error) {
+          spdlog::error("a streamed response's producer threw: {}", error_detail(error));
+        }
+        std::lock_guard lock(stream->mutex);
+        stream->done = true;
+        stream->ready.notify_all();
+      });
+    } catch (const std::system_error& error) {
+      spdlog::error("could not start a streamed response: {}", error.what());
+      std::lock_guard lock(stream->mutex);
+      stream->done = true;
+    }
+    const MHD_Result queued =
+        MHD_queue_response(connection, static_cast<unsigned>(response.status), reply);
+    MHD_destroy_response(reply);
+    return queued;
+  }
 
   static MHD_Result queue(MHD_Connection* connection, HttpServer::RequestState& state,
                           HttpResponse response, bool close) {
@@ -270,15 +381,17 @@ struct Callbacks {
     return std::nullopt;
   }
 
-  static HttpResponse run_handler(HttpServer& server, HttpServer::RequestState& state) {
-    DisconnectWatch::Guard watched =
-        server.watch_.watch(state.connection ? state.connection->fd : -1);
+  static HttpResponse run_handler(HttpServer& server, HttpServer::RequestState& state,
+                                  std::unique_ptr<Watching>& watching) {
+    watching = std::make_unique<Watching>();
+    watching->guard = server.watch_.watch(state.connection ? state.connection->fd : -1);
     Metrics& metrics = server.metrics_;
     std::stop_source cancel = state.cancel;
-    std::stop_callback on_gone(watched.gone(), [cancel, &metrics]() mutable {
-      metrics.client_gone();
-      cancel.request_stop();
-    });
+    watching->on_gone.emplace(watching->guard.gone(),
+                              std::function<void()>([cancel, &metrics]() mutable {
+                                metrics.client_gone();
+                                cancel.request_stop();
+                              }));
     state.request.cancelled = state.cancel.get_token();
     try {
       return state.route->handle(state.request);
@@ -353,8 +466,15 @@ struct Callbacks {
       std::lock_guard lock(server.mutex_);
       state->connection->phase = HttpServer::Connection::Phase::handling;
     }
-    HttpResponse response = run_handler(server, *state);
+    std::unique_ptr<Watching> watching;
+    HttpResponse response = run_handler(server, *state, watching);
     count_error(server, response);
+    if (response.stream) {
+      // The socket stays watched until the stream ends.
+      return queue_stream(connection, *state, std::move(response), std::move(watching),
+                          !server.accepting());
+    }
+    watching.reset();
     return queue(connection, *state, std::move(response), !server.accepting());
   }
 

@@ -1,4 +1,5 @@
-// The call lifecycle through the daemon: an exec whose end is unknown condemns its instance, a
+// The call lifecycle through the daemon: an exec whose end is unknown condemns its instance and
+// says so, one whose kill the backend confirms keeps it with its files and says that, a
 // client that vanishes mid-exec stops its command and leaks nothing, a dispose waits for the
 // calls in flight, shutdown is graceful, and a restart answers the handles it gave out.
 #include <unistd.h>
@@ -12,14 +13,48 @@
 namespace airlock::daemon::test {
 namespace {
 
-TEST(DaemonLifecycle, TimedOutExecIs504AndCondemnsTheInstance) {
+// What every answer of an exec that did not end normally says about the sandbox.
+void expect_reset(const json::Json& error, bool reset) {
+  EXPECT_EQ(error["sandbox_reset"], reset) << error.dump();
+  EXPECT_EQ(error["condemned"], reset) << "the older name says the same: " << error.dump();
+  const std::string message = error["sandbox_message"].get<std::string>();
+  if (reset) {
+    EXPECT_NE(message.find("sandbox was reset"), std::string::npos) << message;
+    EXPECT_NE(message.find("gone"), std::string::npos) << message;
+  } else {
+    EXPECT_NE(message.find("command was stopped"), std::string::npos) << message;
+    EXPECT_NE(message.find("intact"), std::string::npos) << message;
+  }
+}
+
+// A conversation's file, written before the command that goes wrong.
+void write_notes(DaemonFixture& fixture, const std::string& handle) {
+  ASSERT_EQ(
+      fixture.client->put("/v1/sandboxes/" + handle + "/files?path=notes.md", "plan: 1").status,
+      200);
+}
+
+void expect_kept(DaemonFixture& fixture, const std::string& handle, const std::string& before) {
+  const Reply next = fixture.exec(handle, {{"argv", {"echo", "warm"}}});
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.json()["instance_id"], before) << "the next call reaches the same instance";
+  const Reply notes = fixture.client->get("/v1/sandboxes/" + handle + "/files?path=notes.md");
+  EXPECT_EQ(notes.status, 200) << notes.body;
+  EXPECT_EQ(notes.body, "plan: 1") << "the conversation's file is still there";
+  EXPECT_FALSE(fixture.scripted->was_disposed(before));
+}
+
+TEST(DaemonLifecycle, TimedOutExecWhoseKillIsUnconfirmedIs504AndCondemnsTheInstance) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  write_notes(fixture, handle);
   const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
-  const Reply reply = fixture.exec(handle, {{"argv", {"sleep", "60000"}}, {"timeout_ms", 200}});
+  const Reply reply =
+      fixture.exec(handle, {{"argv", {"sleep", "60000", "unconfirmed"}}, {"timeout_ms", 200}});
   EXPECT_EQ(reply.status, 504) << reply.body;
   EXPECT_EQ(reply.error()["type"], "Timeout");
-  EXPECT_TRUE(reply.error()["condemned"].get<bool>());
+  EXPECT_FALSE(reply.error().contains("kill_confirmed")) << "the backend could not tell";
+  expect_reset(reply.error(), true);
   EXPECT_EQ(fixture.scripted->timed_out, 1);
   EXPECT_TRUE(eventually([&] { return fixture.scripted->was_disposed(before); }))
       << "the condemned instance is deleted once the last call leaves";
@@ -28,18 +63,38 @@ TEST(DaemonLifecycle, TimedOutExecIs504AndCondemnsTheInstance) {
   EXPECT_NE(next.json()["instance_id"], before) << "the next call starts cold";
   EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"],
             next.json()["instance_id"]);
+  EXPECT_EQ(fixture.client->get("/v1/sandboxes/" + handle + "/files?path=notes.md").status, 404)
+      << "what the answer said is gone is gone";
 }
 
-TEST(DaemonLifecycle, OutputFloodIsRefusedWith422AndCondemns) {
+TEST(DaemonLifecycle, TimedOutExecWhoseKillIsConfirmedKeepsTheInstanceAndItsFiles) {
+  DaemonFixture fixture;
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  write_notes(fixture, handle);
+  const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
+  const Reply reply = fixture.exec(handle, {{"argv", {"sleep", "60000"}}, {"timeout_ms", 200}});
+  EXPECT_EQ(reply.status, 504) << reply.body;
+  EXPECT_EQ(reply.error()["type"], "Timeout");
+  EXPECT_EQ(reply.error()["kill_confirmed"], true);
+  EXPECT_EQ(reply.error()["instance_id"], before);
+  expect_reset(reply.error(), false);
+  EXPECT_EQ(fixture.scripted->timed_out, 1);
+  expect_kept(fixture, handle, before);
+  EXPECT_NE(fixture.client->get("/v1/metrics").body.find("airlock_sandboxes_condemned_total 0"),
+            std::string::npos);
+}
+
+TEST(DaemonLifecycle, OutputFloodIsRefusedWith422AndCondemnsWhenTheKillIsUnconfirmed) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
-  const Reply flood =
-      fixture.exec(handle, {{"argv", {"flood", "100000000"}}, {"max_output_bytes", 1024}});
+  const Reply flood = fixture.exec(
+      handle, {{"argv", {"flood", "100000000", "unconfirmed"}}, {"max_output_bytes", 1024}});
   EXPECT_EQ(flood.status, 422) << flood.body;
   EXPECT_EQ(flood.error()["type"], "SandboxExecOutputLimitExceeded");
   EXPECT_EQ(flood.error()["limit"], 1024);
   EXPECT_LT(flood.body.size(), 1024u) << "none of the flood is returned";
+  expect_reset(flood.error(), true);
   EXPECT_TRUE(eventually([&] { return fixture.scripted->was_disposed(before); }));
 
   const Reply truncated = fixture.exec(
@@ -49,28 +104,70 @@ TEST(DaemonLifecycle, OutputFloodIsRefusedWith422AndCondemns) {
   EXPECT_EQ(truncated.json()["result"]["stdout"].get<std::string>().size(), 100u);
 }
 
-TEST(DaemonLifecycle, ClientThatHangsUpMidExecStopsTheCommandAndLeaksNothing) {
+TEST(DaemonLifecycle, OutputFloodWhoseKillIsConfirmedKeepsTheInstanceAndItsFiles) {
+  DaemonFixture fixture;
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  write_notes(fixture, handle);
+  const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
+  const Reply flood =
+      fixture.exec(handle, {{"argv", {"flood", "100000000"}}, {"max_output_bytes", 1024}});
+  EXPECT_EQ(flood.status, 422) << flood.body;
+  EXPECT_EQ(flood.error()["kill_confirmed"], true);
+  expect_reset(flood.error(), false);
+  expect_kept(fixture, handle, before);
+}
+
+TEST(DaemonLifecycle, ExecWhoseResultWasLostCondemnsAndSaysSo) {
   DaemonFixture fixture;
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
-  const std::size_t fds_before = open_fd_count();
-  const std::string body = R"({"argv":["sleep","60000"],"timeout_ms":60000})";
+  const Reply reply = fixture.exec(handle, {{"argv", {"fail"}}});
+  EXPECT_EQ(reply.status, 502) << reply.body;
+  expect_reset(reply.error(), true);
+  EXPECT_TRUE(eventually([&] { return fixture.scripted->was_disposed(before); }));
+}
+
+// A raw exec whose client then vanishes; returns once the command runs.
+void exec_then_hang_up(DaemonFixture& fixture, const std::string& handle, const std::string& body) {
   const int fd = connect_unix(fixture.options.socket_path);
   send_all(fd, "POST /v1/sandboxes/" + handle + "/exec HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                    std::to_string(body.size()) + "\r\n\r\n" + body);
   ASSERT_TRUE(eventually([&] { return fixture.scripted->running == 1; }));
   close(fd);  // the client vanishes mid-exec
+}
+
+TEST(DaemonLifecycle, ClientThatHangsUpMidExecStopsTheCommandAndLeaksNothing) {
+  DaemonFixture fixture;
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
+  const std::size_t fds_before = open_fd_count();
+  exec_then_hang_up(fixture, handle,
+                    R"({"argv":["sleep","60000","unconfirmed"],"timeout_ms":60000})");
   EXPECT_TRUE(eventually([&] { return fixture.scripted->running == 0; }))
       << "the command was stopped, not left to run for a minute";
   EXPECT_EQ(fixture.scripted->cancelled, 1);
   EXPECT_TRUE(eventually([&] { return fixture.scripted->was_disposed(before); }))
-      << "an exec whose client vanished condemns its instance";
+      << "an exec whose client vanished and whose kill is unconfirmed condemns its instance";
   EXPECT_TRUE(eventually([&] { return fixture.daemon->requests_in_flight() == 0; }));
   EXPECT_TRUE(eventually([&] { return open_fd_count() <= fds_before; }))
       << "no descriptor outlives the connection";
   const std::string metrics = fixture.client->get("/v1/metrics").body;
   EXPECT_NE(metrics.find("airlock_clients_gone_total 1"), std::string::npos);
   EXPECT_NE(metrics.find("airlock_sandboxes_condemned_total 1"), std::string::npos);
+}
+
+TEST(DaemonLifecycle, ClientThatHangsUpMidExecWhoseKillIsConfirmedKeepsTheInstance) {
+  DaemonFixture fixture;
+  const std::string handle = fixture.acquire(DaemonFixture::key("s"));
+  write_notes(fixture, handle);
+  const std::string before = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
+  exec_then_hang_up(fixture, handle, R"({"argv":["sleep","60000"],"timeout_ms":60000})");
+  EXPECT_TRUE(eventually([&] { return fixture.scripted->running == 0; }));
+  EXPECT_EQ(fixture.scripted->cancelled, 1);
+  EXPECT_TRUE(eventually([&] { return fixture.daemon->requests_in_flight() == 0; }));
+  expect_kept(fixture, handle, before);
+  EXPECT_NE(fixture.client->get("/v1/metrics").body.find("airlock_sandboxes_condemned_total 0"),
+            std::string::npos);
 }
 
 TEST(DaemonLifecycle, ClientThatHangsUpWhileQueuedIsNeverAdmitted) {
@@ -145,12 +242,13 @@ TEST(DaemonLifecycle, ShutdownLetsTheExecInFlightFinishThenRemovesTheSocket) {
   EXPECT_EQ(fixture.scripted->live_count(), 1u) << "shutdown does not dispose sandboxes";
 }
 
-TEST(DaemonLifecycle, ShutdownGraceCancelsWhatIsLeftAndCondemnsIt) {
+TEST(DaemonLifecycle, ShutdownGraceCancelsWhatIsLeftAndCondemnsItWhenTheKillIsUnconfirmed) {
   DaemonFixture fixture(nullptr, [](DaemonOptions& options) { options.shutdown_grace = 200ms; });
   const std::string handle = fixture.acquire(DaemonFixture::key("s"));
   const std::string instance = fixture.client->get("/v1/sandboxes/" + handle).json()["instance_id"];
   auto running = std::async(std::launch::async, [&] {
-    return fixture.exec(handle, {{"argv", {"sleep", "60000"}}, {"timeout_ms", 60000}});
+    return fixture.exec(handle,
+                        {{"argv", {"sleep", "60000", "unconfirmed"}}, {"timeout_ms", 60000}});
   });
   ASSERT_TRUE(eventually([&] { return fixture.scripted->running == 1; }));
   fixture.daemon->shutdown();

@@ -53,7 +53,10 @@ ExecResult ScriptedSandbox::exec(const Command& command, const ExecOptions& opti
   } leave{backend_};
   ExecResult result;
   const std::string verb = argv.empty() ? "" : argv[0];
-  if (verb == "sleep" && argv.size() == 2) {
+  // A trailing "unconfirmed" (sleep, flood): the backend cannot confirm the kill.
+  const bool unconfirmed = argv.size() == 3 && argv[2] == "unconfirmed";
+  const std::optional<bool> confirmed = unconfirmed ? std::nullopt : std::optional<bool>(true);
+  if (verb == "sleep" && (argv.size() == 2 || unconfirmed)) {
     const auto wanted = std::chrono::milliseconds(std::stoll(argv[1]));
     const auto deadline = started + std::min<std::chrono::milliseconds>(wanted, options.timeout);
     std::mutex mutex;
@@ -62,25 +65,40 @@ ExecResult ScriptedSandbox::exec(const Command& command, const ExecOptions& opti
     sleeper.wait_until(lock, options.stop, deadline, [] { return false; });
     if (options.stop.stop_requested()) {
       ++backend_.cancelled;
-      throw Timeout("cancelled", true);
+      throw Timeout("cancelled", confirmed);
     }
     if (wanted > options.timeout) {
       ++backend_.timed_out;
       throw Timeout(
           "the command did not finish within " + std::to_string(options.timeout.count()) + " ms",
-          true);
+          confirmed);
     }
-  } else if (verb == "flood" && argv.size() == 2) {
+  } else if (verb == "flood" && (argv.size() == 2 || unconfirmed)) {
     const auto bytes = std::stoull(argv[1]);
     if (options.max_output_bytes && bytes > *options.max_output_bytes) {
       if (options.overflow == OutputOverflow::refuse) {
-        throw ExecOutputLimitExceeded(*options.max_output_bytes, true);
+        throw ExecOutputLimitExceeded(*options.max_output_bytes, confirmed);
       }
       result.stdout_bytes.assign(*options.max_output_bytes, 'x');
       result.truncated = true;
     } else {
       result.stdout_bytes.assign(bytes, 'x');
     }
+  } else if (verb == "chunks" && argv.size() == 4) {
+    // chunks A MS B: prints "A\n", then after MS milliseconds "B\n" on stderr, each handed to
+    // on_output as it is printed (collected otherwise).
+    const auto emit = [&](OutputStream stream, const std::string& text) {
+      if (options.on_output) {
+        options.on_output(stream, text);
+      } else {
+        (stream == OutputStream::stdout_stream ? result.stdout_bytes : result.stderr_bytes) += text;
+      }
+    };
+    emit(OutputStream::stdout_stream, argv[1] + "\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::stoll(argv[2])));
+    emit(OutputStream::stderr_stream, argv[3] + "\n");
+    ++backend_.completed;
+    return result;
   } else if (verb == "fail") {
     throw BackendError("the sandbox provider failed",
                        "engine at /var/run/secret-engine.sock answered 500 for tenant-42");
@@ -102,6 +120,7 @@ ExecResult ScriptedSandbox::exec(const Command& command, const ExecOptions& opti
     return InProcessSandbox::exec(command, options);
   }
   ++backend_.completed;
+  deliver_collected_output(result, options);
   return result;
 }
 

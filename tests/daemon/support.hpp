@@ -55,8 +55,13 @@ class ScriptedBackend;
 
 // An in-memory sandbox (files as InProcessSandbox keeps them) whose exec understands:
 //   sleep MS      runs MS milliseconds, or until the timeout (Timeout) or cancellation
-//                 (Timeout "cancelled"), whichever is first
-//   flood BYTES   prints BYTES bytes of 'x' (refused or truncated past max_output_bytes)
+//                 (Timeout "cancelled"), whichever is first; the kill is confirmed
+//   flood BYTES   prints BYTES bytes of 'x' (refused or truncated past max_output_bytes; the
+//                 kill of a refused one is confirmed)
+//   sleep MS unconfirmed, flood BYTES unconfirmed
+//                 the same, but the backend cannot confirm the kill (kill_confirmed unset)
+//   chunks A MS B prints "A\n" on stdout, waits MS ms, prints "B\n" on stderr; streamed to
+//                 ExecOptions::on_output as printed (any other verb hands over at its end)
 //   fail          loses its result: BackendError whose detail names a host path
 //   echo ARGS…    prints ARGS joined by spaces, and a newline
 //   stdin         prints what it was fed

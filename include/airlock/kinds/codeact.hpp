@@ -16,6 +16,12 @@
 //     {"outputs": [{"path": "…"}]}); collected only when the program exits 0, through the host's
 //     sink, under the outbound caps.
 //
+// A run that does not end by itself (its timeout, a lost result) ends the answer with what became
+// of the sandbox: kept, with every file the conversation wrote, when the backend proved every
+// process of the run gone (a Timeout's kill_confirmed, a host-tool run's SIGKILL that reached its
+// whole process group); otherwise the call condemns it and the answer says that the sandbox was
+// reset and those files are gone.
+//
 // The network posture is derived: the deployment's hosts (if any) run `allowlist`, none runs
 // `closed`. `unrestricted` cannot be expressed: the model writes the code.
 #pragma once

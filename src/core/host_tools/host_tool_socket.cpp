@@ -254,10 +254,13 @@ ExecResult run_over_socket(Sandbox& sandbox, HostToolRun& run, const GuestRunLay
     const std::string printed =
         timeout_output_quote(timeout.partial_stdout() + timeout.partial_stderr());
     const bool confirmed = timeout.kill_confirmed().value_or(false);
-    StopOutcome stop{timeout.kill_confirmed() ? SignalOutcome::sent : SignalOutcome::unknown,
-                     timeout.kill_confirmed() ? SignalReach::group : SignalReach::nothing};
+    // Only a confirmed kill is reported as the group stopped: a kill the backend could not
+    // confirm leaves the run's end unknown, and a caller deciding whether to keep the sandbox
+    // must read it so.
+    StopOutcome stop{confirmed ? SignalOutcome::sent : SignalOutcome::unknown,
+                     confirmed ? SignalReach::group : SignalReach::nothing};
     std::string clause = signal_clause(stop);
-    if (timeout.kill_confirmed() && confirmed) clause += ", and the group is confirmed gone";
+    if (confirmed) clause += ", and the group is confirmed gone";
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g",
                   static_cast<double>(options.timeout.count()) / 1000.0);

@@ -18,6 +18,18 @@ using json::Json;
 constexpr const char* kProgram = "program.py";
 constexpr std::uint64_t kMaxShownOutput = 1 << 20;
 
+// What the model is told after a run that did not end by itself, about its sandbox. The
+// sandbox is kept only when the backend proves every process of the run gone; otherwise it is
+// condemned (replaced on the next call), and the model must not go on reading files that are
+// gone.
+constexpr const char* kSandboxReset =
+    " The sandbox was reset: the program's end could not be confirmed (its processes may have "
+    "outlived it), so the sandbox was replaced by a fresh one, and every file written earlier in "
+    "this conversation is gone.";
+constexpr const char* kSandboxKept =
+    " The program was stopped and every process it started is gone; the sandbox is intact, with "
+    "every file written earlier in this conversation.";
+
 bool dispatching(const SpecOptions& options) {
   return options.host_tools && options.host_tools->size() > 0;
 }
@@ -189,6 +201,7 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
   // 9–11. Write, then run.
   ExecResult result;
   std::string channel_note;
+  bool running = false;  // the program's command was started: a lost result leaves its end unknown
   try {
     for (const auto& [name, content] : shared) sandbox.write_file(cwd + "/" + name, content, work_dir);
     sandbox.write_file(program_path, code->get_ref<const std::string&>(), work_dir);
@@ -198,6 +211,7 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
       const auto run = std::make_shared<HostToolRun>(kind.registry);
       HostToolRunOptions run_options;
       run_options.timeout = options.exec_timeout;
+      running = true;
       const HostToolRunResult ran =
           run_program_with_host_tools(sandbox, *run, *layout, run_options);
       spdlog::debug("codeact run {} used the {} channel", run_id, to_string(ran.channel));
@@ -208,20 +222,34 @@ std::string run_call(const Kind& kind, SandboxToolCall& call, const Json& argume
       exec.timeout = options.exec_timeout;
       exec.max_output_bytes = kMaxShownOutput;
       exec.overflow = OutputOverflow::truncate;
+      running = true;
       result = sandbox.exec(Command::argv({"python3", program_path}), exec);
     }
   } catch (const ProgramTimeout& timeout) {
-    if (timeout.signal() != SignalOutcome::sent) call.condemn();
-    return "Error: " + timeout.message();
+    // Kept only when SIGKILL reached the run's whole process group (what the socket channel
+    // reports when the backend confirms the group gone); a signal that reached the program
+    // alone leaves what it spawned running.
+    const bool kept =
+        timeout.signal() == SignalOutcome::sent && timeout.reach() == SignalReach::group;
+    if (!kept) call.condemn();
+    return "Error: " + timeout.message() + "." + (kept ? kSandboxKept : kSandboxReset);
   } catch (const Timeout& timeout) {
-    if (!timeout.kill_confirmed().value_or(false)) call.condemn();
+    const bool kept = timeout.kill_confirmed().value_or(false);
+    if (!kept) call.condemn();
     if (tools) {
       spdlog::error("codeact run {}: a backend call timed out: {}", run_id, error_detail(timeout));
-      return "Error: could not run the program in the sandbox";
+      return std::string("Error: could not run the program in the sandbox.") +
+             (kept ? kSandboxKept : kSandboxReset);
     }
-    return "Error: the program timed out after " + seconds_text(options.exec_timeout) + "s";
+    return "Error: the program timed out after " + seconds_text(options.exec_timeout) + "s." +
+           (kept ? kSandboxKept : kSandboxReset);
   } catch (const std::exception& error) {
     spdlog::error("codeact run {} failed: {}", run_id, error_detail(error));
+    if (running) {
+      // The run's result did not come back: nothing establishes that the program stopped.
+      call.condemn();
+      return std::string("Error: could not run the program in the sandbox.") + kSandboxReset;
+    }
     return "Error: could not run the program in the sandbox";
   }
 

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "airlock/errors.hpp"
 #include "airlock/sinks.hpp"
@@ -21,10 +23,26 @@ using test_support::TempDir;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+// A host test double whose backend cannot confirm a kill: its timeouts leave the end unknown.
+class UnconfirmedKillSandbox : public HostSandbox {
+ public:
+  using HostSandbox::HostSandbox;
+  ExecResult exec(const Command& command, const ExecOptions& options) override {
+    try {
+      return HostSandbox::exec(command, options);
+    } catch (const Timeout& timeout) {
+      throw Timeout(timeout.message(), std::nullopt);
+    }
+  }
+};
+
 // A backend handing out host test doubles (no isolation; declares container for the router).
 class HostBackend : public SandboxBackend {
  public:
   explicit HostBackend(std::string socket_directory) : socket_directory_(std::move(socket_directory)) {}
+  // Sandboxes acquired from now on cannot confirm a kill.
+  bool unconfirmed_kills = false;
+  std::atomic<int> disposals{0};
   std::string name() const override { return "host-double"; }
   Isolation isolation() const override { return Isolation::container; }
   std::optional<EgressSet> egress_modes() const override {
@@ -35,12 +53,19 @@ class HostBackend : public SandboxBackend {
                          Capability::host_tools};
   }
   std::shared_ptr<Sandbox> acquire(const SandboxKey&, const SandboxSpec&) override {
-    if (!sandbox_) sandbox_ = std::make_shared<HostSandbox>(socket_directory_);
+    if (!sandbox_) {
+      sandbox_ = unconfirmed_kills ? std::make_shared<UnconfirmedKillSandbox>(socket_directory_)
+                                   : std::make_shared<HostSandbox>(socket_directory_);
+    }
     return sandbox_;
   }
-  void dispose(const SandboxKey&) noexcept override { sandbox_.reset(); }
+  void dispose(const SandboxKey&) noexcept override {
+    ++disposals;
+    sandbox_.reset();
+  }
   bool dispose_kind(const SandboxKey&, std::string_view, std::optional<std::string_view>) noexcept
       override {
+    ++disposals;
     sandbox_.reset();
     return true;
   }
@@ -118,11 +143,27 @@ TEST_F(Codeact, AProgramThatPrintsNothingGetsAHint) {
   EXPECT_NE(run(options(), {{"code", "x = 1"}}).find("printed nothing"), std::string::npos);
 }
 
-TEST_F(Codeact, AProgramThatOverrunsIsReportedAsATimeout) {
+TEST_F(Codeact, AProgramThatOverrunsIsReportedAsATimeoutAndItsSandboxKeptWhenTheKillIsConfirmed) {
   auto o = options();
   o.exec_timeout = 1s;
-  EXPECT_EQ(run(o, {{"code", "import time\ntime.sleep(30)"}}),
-            "Error: the program timed out after 1s");
+  const std::string text = run(o, {{"code", "import time\ntime.sleep(30)"}});
+  EXPECT_EQ(text.rfind("Error: the program timed out after 1s.", 0), 0u) << text;
+  EXPECT_NE(text.find("the sandbox is intact"), std::string::npos) << text;
+  EXPECT_EQ(text.find("reset"), std::string::npos) << text;
+  EXPECT_EQ(backend_->disposals, 0) << "a confirmed kill keeps the sandbox";
+}
+
+TEST_F(Codeact, AProgramThatOverrunsWhoseKillIsUnconfirmedResetsTheSandboxAndSaysSo) {
+  backend_->unconfirmed_kills = true;
+  auto o = options();
+  o.exec_timeout = 1s;
+  const std::string text = run(o, {{"code", "import time\ntime.sleep(30)"}});
+  EXPECT_EQ(text.rfind("Error: the program timed out after 1s.", 0), 0u) << text;
+  EXPECT_NE(text.find("The sandbox was reset"), std::string::npos) << text;
+  EXPECT_NE(text.find("is gone"), std::string::npos) << text;
+  // The condemned sandbox's delete runs off the call's thread once the call has left.
+  for (int i = 0; i < 500 && backend_->disposals == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(backend_->disposals, 1) << "an unknown end condemns the sandbox";
 }
 
 TEST_F(Codeact, BadArgumentsAreRefusedInWords) {
