@@ -122,3 +122,8 @@ begin
 isolation_evidence podman || isolation_failed="${isolation_failed:+$isolation_failed and }podman"
 took "airlock conformance --suite isolation --isolation-rung container against podman"
 [[ -z $isolation_failed ]] || fail "the isolation evidence against $isolation_failed (see above)"
+# A fresh machine, against Podman (still running): no default_image configured, the tag absent —
+# refused naming `airlock image build busybox --docker`, which then makes the default image.
+begin
+bash tests/cli/fresh_backend.sh docker "$airlock" || fail "docker on a fresh machine (see above)"
+took "docker backend on a fresh machine (airlock image build busybox --docker)"

@@ -93,3 +93,6 @@ leftover=$(find /tmp -maxdepth 1 -name 'airlock-gvisor-state-*' | head -5)
 [[ -z $leftover ]] || fail "test state directories left behind: $leftover"
 [[ -z $conformance_failed ]] || fail "airlock conformance --backend gvisor: a probe failed (see above)"
 echo "gvisor end to end: ok"
+# A fresh machine: no configuration, an empty store in a `mktemp -d` state directory — refused
+# naming `airlock image build busybox`, which then makes the image the defaults serve.
+bash tests/cli/fresh_backend.sh gvisor "$airlock" || fail "gvisor on a fresh machine (see above)"

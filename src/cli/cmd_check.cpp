@@ -66,10 +66,13 @@ int run_check(const CheckOptions& options, const Context& context) {
     decision = router->ensure_can_serve(spec);
   } catch (const RouterRefusal& refusal) {
     if (context.json) {
-      report({{"accepted", false}, {"refusal", json::error_to_json(refusal)}});
+      report({{"accepted", false}, {"error", error_object(refusal)}});
     } else {
       std::cout << "refused by check '" << refusal.check() << "' (" << refusal.type() << "):\n  "
                 << refusal.message() << "\n";
+      if (const std::string hint = floor_hint(refusal); !hint.empty()) {
+        std::cout << "  " << hint << "\n";
+      }
     }
     return kExitAirlockError;
   }

@@ -26,7 +26,6 @@ const std::vector<std::string> kSuites = {"files_out", "files_in",  "files_delet
 struct ConformanceOptions {
   RouterFlags router;
   std::vector<std::string> suites;
-  bool json = false;
   std::string allowed_url;
   std::string denied_url;
   std::vector<std::string> egress_allow;
@@ -45,6 +44,7 @@ struct SuiteReport {
   std::string status;  // ran, skipped, measured (no verdict), error
   std::string reason;
   std::vector<ProbeResult> results;
+  json::Json error;  // a suite that could not run: the error, in every command's shape
 };
 
 std::string random_hex(int digits) {
@@ -150,6 +150,7 @@ SuiteReport run_one(const std::string& suite,
   } catch (const std::exception& error) {
     report.status = "error";
     report.reason = error_detail(error);
+    report.error = error_object(error);
   }
   return report;
 }
@@ -189,6 +190,7 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
       }
       json::Json entry{{"suite", suite.suite}, {"status", suite.status}, {"probes", probes}};
       if (!suite.reason.empty()) entry["reason"] = suite.reason;
+      if (!suite.error.is_null()) entry["error"] = suite.error;
       list.push_back(std::move(entry));
     }
     out["suites"] = list;
@@ -245,7 +247,7 @@ int report(const std::vector<SuiteReport>& suites, const json::Json& header, boo
 }
 
 int run_conformance(const ConformanceOptions& options, const Context& context) {
-  const bool as_json = options.json || context.json;
+  const bool as_json = context.json;
   if (options.list) return list_probes(as_json);
   std::vector<std::string> suites = options.suites.empty() ? kSuites : options.suites;
   for (const auto& suite : suites) {
@@ -279,17 +281,16 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   if (!unfloored->enabled()) throw NoSandboxBackend("no sandbox backend is configured");
   const auto backend = unfloored->backend();
   RouterOptions router_options = unfloored->options();
+  const Floor given = options.router.floor();
   router_options.min_isolation =
-      options.router.min_isolation.empty()
-          ? backend->isolation()
-          : parse_isolation(options.router.min_isolation, "--min-isolation");
+      given.rung.empty() ? backend->isolation() : parse_isolation(given.rung, given.source);
   router_options.selected = backend->name();
   const std::string floor_note =
-      options.router.min_isolation.empty()
+      given.rung.empty()
           ? "floor lowered to " + std::string(to_string(router_options.min_isolation)) +
                 ", the backend's own rung (the default floor is microvm)"
-          : "floor " + std::string(to_string(router_options.min_isolation)) +
-                " as given by --min-isolation";
+          : "floor " + std::string(to_string(router_options.min_isolation)) + " as given by " +
+                given.source;
   SandboxRouter router(unfloored->backends(), router_options);
 
   const CapabilitySet declared = backend->capabilities().value_or(kDefaultCapabilities);
@@ -457,7 +458,6 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
   command->add_option("--suite", options->suites,
                       "run only this suite (repeatable): files_out, files_in, files_delete, "
                       "egress, isolation, exec");
-  command->add_flag("--json", options->json, "one JSON report on stdout");
   command->add_option("--isolation-probe", options->isolation_probes,
                       "isolation suite: run only this probe (repeatable; see --list)");
   command->add_option("--isolation-rung", options->isolation_rung,

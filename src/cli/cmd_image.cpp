@@ -1,8 +1,9 @@
-// airlock image: the local image store — import, ls, inspect, rm.
+// airlock image: the local image store — build, import, ls, inspect, rm.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "airlock/images.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/image_build.hpp"
 
 namespace airlock::cli {
 namespace {
@@ -131,7 +133,8 @@ int run_ls(const StoreOptions& options, const Context& context) {
   }
   if (images.empty()) {
     std::cout << "no images in " << store.root().string()
-              << "; add one with `airlock image import PATH`\n";
+              << "; build one offline with `airlock image build busybox` (or python), or add "
+                 "one with `airlock image import PATH`\n";
     return 0;
   }
   std::printf("%-32s %-19s %10s %8s %-10s %s\n", "REFERENCE", "ID", "SIZE", "ENTRIES", "SOURCE",
@@ -143,6 +146,61 @@ int run_ls(const StoreOptions& options, const Context& context) {
                 std::string(images::to_string(image.source_kind)).c_str(),
                 local_time(image.created_at).c_str());
   }
+  return 0;
+}
+
+struct BuildOptions {
+  StoreOptions store;
+  std::string recipe;
+  std::string name;
+  bool docker = false;
+  std::string docker_host;
+  std::string tag;
+};
+
+// The engine `--docker` imports into: --docker-host, else the docker backend's "host" in the
+// settings file's backend_config, else $DOCKER_HOST, else the default socket — where the docker
+// backend itself would look.
+std::string engine_host(const BuildOptions& options) {
+  if (!options.docker_host.empty()) return options.docker_host;
+  const Settings& file = settings();
+  if (file.backend_config && file.backend_config->contains("docker")) {
+    const json::Json& docker = (*file.backend_config)["docker"];
+    if (docker.is_object() && docker.contains("host") && docker["host"].is_string()) {
+      return docker["host"].get<std::string>();
+    }
+  }
+  if (const char* host = std::getenv("DOCKER_HOST"); host != nullptr && *host != '\0') return host;
+  return "unix:///var/run/docker.sock";
+}
+
+int run_build(const BuildOptions& options, const Context& context) {
+  const std::string reference =
+      options.name.empty() ? default_store_reference(options.recipe) : options.name;
+  const std::string tag = options.tag.empty() ? default_engine_tag(options.recipe) : options.tag;
+  if (!options.tag.empty() && !options.docker) {
+    throw InvalidArgument("--tag names the engine's image: it goes with --docker", "tag");
+  }
+  ImageStore store = options.store.open();  // refused before minutes are spent building
+  BuiltRootfs built;
+  build_rootfs(options.recipe, built, [&](const std::string& line) {
+    if (!context.json) std::cerr << "airlock: " << line << "\n";
+  });
+  const images::ImportResult result =
+      store.import_path(built.rootfs(), reference, images::SourceKind::directory, std::nullopt);
+  std::string engine_id;
+  const std::string host = options.docker ? engine_host(options) : std::string();
+  if (options.docker) engine_id = import_into_engine(built.rootfs(), host, tag, built);
+  if (context.json) {
+    json::Json document{{"image", to_json(result.image)}, {"replaced", result.replaced}};
+    if (options.docker) document["engine"] = {{"host", host}, {"tag", tag}, {"id", engine_id}};
+    print_json(document);
+    return 0;
+  }
+  std::cout << "built " << result.image.reference << " (" << result.image.id << ")\n"
+            << "  " << result.image.entries << " entries, " << human_bytes(result.image.bytes)
+            << ", in " << store.root().string() << "\n";
+  if (options.docker) std::cout << "  imported into " << host << " as " << tag << "\n";
   return 0;
 }
 
@@ -169,9 +227,34 @@ int run_rm(const ReferenceOptions& options, const Context& context) {
 }
 
 const bool kImageCommand = register_command("image", [](CLI::App& app, Context& context) {
-  CLI::App* image = app.add_subcommand("image", "the local image store: import, ls, inspect, rm");
+  CLI::App* image =
+      app.add_subcommand("image", "the local image store: build, import, ls, inspect, rm");
   image->require_subcommand(1);
   auto configure = [&context] { spdlog::set_level(spdlog::level::from_str(context.log_level)); };
+
+  auto build_options = std::make_shared<BuildOptions>();
+  CLI::App* build = image->add_subcommand(
+      "build",
+      "make a usable image offline from this Debian host: busybox (from busybox-static, "
+      "seconds) or python (debootstrap from this host's apt mirror, minutes, root)");
+  build->add_option("IMAGE", build_options->recipe, "busybox or python")
+      ->required()
+      ->check(CLI::IsMember({"busybox", "python"}));
+  build->add_option("--name", build_options->name,
+                    "reference to publish as in the store (default: IMAGE:latest)");
+  build->add_flag("--docker", build_options->docker,
+                  "also import it into the container engine (docker or podman) under --tag");
+  build->add_option("--docker-host", build_options->docker_host,
+                    "the engine, unix://PATH (default: the docker backend's host in the config "
+                    "file, else $DOCKER_HOST, else unix:///var/run/docker.sock)");
+  build->add_option("--tag", build_options->tag,
+                    "the engine's tag (default airlock/IMAGE:latest; airlock/busybox:latest is "
+                    "the docker backend's default image)");
+  build_options->store.add_to(*build);
+  build->callback([build_options, &context, configure] {
+    configure();
+    context.exit_code = run_build(*build_options, context);
+  });
 
   auto import_options = std::make_shared<ImportOptions>();
   CLI::App* import = image->add_subcommand(

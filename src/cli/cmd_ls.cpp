@@ -59,13 +59,7 @@ int run_ls(const RouterFlags& flags, const Context& context) {
 const bool kLsCommand = register_command("ls", [](CLI::App& app, Context& context) {
   auto flags = std::make_shared<RouterFlags>();
   CLI::App* ls = app.add_subcommand("ls", "list sandboxes from the backends' durable state");
-  ls->add_option("--backend", flags->backends, "backend type (repeatable; default linux)");
-  ls->add_option("--backend-config", flags->backend_config_file,
-                 "JSON file of backend settings, keyed by backend type");
-  ls->add_option("--config", flags->config_file, "JSON file: a whole router configuration");
-  ls->add_flag("--json", context.json,
-               "a JSON array on stdout, one object per sandbox (backend, instance_id, kind, "
-               "state, egress_posture, created_at in unix seconds, labels as stored)");
+  flags->add_backend_flags_to(*ls);
   ls->callback([flags, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));
     context.exit_code = run_ls(*flags, context);

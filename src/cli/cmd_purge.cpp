@@ -52,12 +52,7 @@ const bool kPurgeCommand = register_command("purge", [](CLI::App& app, Context& 
   purge->add_option("--scope", options->scope, "the conversation scope whose sandboxes go");
   purge->add_option("--thread", options->thread, "only this thread of the scope");
   purge->add_flag("--all", options->all, "every sandbox in durable state, whoever made it");
-  purge->add_option("--backend", options->flags.backends,
-                    "backend type (repeatable; default linux)");
-  purge->add_option("--backend-config", options->flags.backend_config_file,
-                    "JSON file of backend settings, keyed by backend type");
-  purge->add_option("--config", options->flags.config_file,
-                    "JSON file: a whole router configuration");
+  options->flags.add_backend_flags_to(*purge);
   purge->callback([options, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));
     context.exit_code = run_purge(*options, context);

@@ -15,6 +15,8 @@
 #include <map>
 #include <string>
 
+#include "airlock/errors.hpp"
+
 namespace airlock::cli {
 
 inline constexpr int kExitTimeout = 124;
@@ -33,5 +35,26 @@ bool register_command(std::string name, CommandSetup setup);
 
 // Every subcommand definer registered, by name (for main).
 std::map<std::string, CommandSetup>& registered_commands();
+
+// The options every command takes, wherever they are written (`airlock --json ls` and
+// `airlock ls --json`): --json and --log-level. main adds them to the root; prepare_app adds them
+// to every subcommand that does not take its own.
+void add_global_options(CLI::App& app, Context& context);
+
+// After every command is registered: the global options on each subcommand, and an unknown
+// option or a stray argument collected (not CLI11's "arguments were not expected") so that
+// check_unknown names it before any command runs.
+void prepare_app(CLI::App& app, Context& context);
+
+// Throws InvalidArgument naming the first unknown option (with the nearest known one when it is
+// close), unknown command or unexpected argument the parse collected; returns when there is none.
+void check_unknown(const CLI::App& app);
+
+// A CLI11 parse error as airlock's InvalidArgument: what check_unknown finds first, else
+// CLI11's message (check: "usage").
+InvalidArgument usage_error(const CLI::App& app, const CLI::ParseError& error);
+
+// The words a command path is spelled with, "airlock image ls".
+std::string command_path(const CLI::App& app);
 
 }  // namespace airlock::cli

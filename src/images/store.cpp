@@ -309,8 +309,16 @@ ImageInfo describe(const Handles& handles, const ReferenceRecord& record,
 
 [[noreturn]] void unknown_reference(const std::string& reference,
                                     const std::filesystem::path& root) {
+  // busybox and python are the images the CLI can build offline from the host's own packages.
+  std::string build;
+  for (const char* buildable : {"busybox", "python"}) {
+    if (reference == std::string(buildable) + ":latest") {
+      build = "build it offline with `airlock image build " + std::string(buildable) + "`, or ";
+    }
+  }
   throw InvalidArgument("image '" + reference + "' is not in the image store at " + root.string() +
-                            "; add it with `airlock image import --name " + reference + " PATH`",
+                            "; " + build + "add it with `airlock image import --name " + reference +
+                            " PATH`",
                         "image");
 }
 

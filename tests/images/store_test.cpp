@@ -203,7 +203,8 @@ TEST_F(Store, UnknownReferenceErrorNamesTheStoreAndHowToImport) {
   } catch (const InvalidArgument& error) {
     EXPECT_EQ(std::string(error.what()),
               "image 'python:latest' is not in the image store at " + scratch_.store().string() +
-                  "; add it with `airlock image import --name python:latest PATH`");
+                  "; build it offline with `airlock image build python`, or add it with "
+                  "`airlock image import --name python:latest PATH`");
   }
   store().import_tar(sample_tar(), "sample");
   EXPECT_THROW(store().resolve("sample:other"), InvalidArgument);

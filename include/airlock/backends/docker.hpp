@@ -61,6 +61,9 @@ inline constexpr const char* kMaximumApiVersion = "1.41";
 // The least a sandbox's storage may be (config `disk_bytes`, spec resources.disk_bytes).
 inline constexpr std::uint64_t kMinimumDiskBytes = 16ull << 20;
 
+// The image `airlock image build busybox --docker` imports into the engine.
+inline constexpr const char* kBuiltDefaultImage = "airlock/busybox:latest";
+
 struct DockerConfig {
   // "unix:///var/run/docker.sock" or "tcp://HOST:PORT". Empty: $DOCKER_HOST, else the default
   // socket.
@@ -75,7 +78,11 @@ struct DockerConfig {
   std::string tls_key_file;
   bool tls_verify = true;
 
-  std::string default_image;  // used when a spec names neither image nor image_id
+  // Used when a spec names neither image nor image_id. The default is the tag
+  // `airlock image build busybox --docker` gives the image it builds from the host's
+  // busybox-static; it is never pulled (a registry could hold anything under that name), and
+  // when it is missing the refusal names that command.
+  std::string default_image = kBuiltDefaultImage;
   bool pull_missing_images = true;
   std::chrono::milliseconds request_timeout{60'000};  // lifecycle and file-plane requests
   std::chrono::milliseconds pull_timeout{600'000};

@@ -227,9 +227,13 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   if (image.empty()) {
     throw InvalidArgument(
         "No sandbox image is configured: the spec names neither image nor image_id, and the "
-        "docker backend has no default_image.",
+        "docker backend has no default_image (`airlock image build busybox --docker` makes " +
+            std::string(kBuiltDefaultImage) + ", the default).",
         "image");
   }
+  // The default image is made on this host (`airlock image build busybox --docker`), never
+  // pulled: a registry may hold anything under its name.
+  const bool built_default = image == kBuiltDefaultImage;
   if (spec.egress() == Egress::unrestricted ||
       (spec.egress() == Egress::allowlist && config.proxy_image.empty())) {
     throw EgressNotEnforced(
@@ -283,7 +287,16 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   }
   if (!existing) {
     try {
-      ensure_image(client, image, config.pull_missing_images, config.pull_timeout);
+      try {
+        ensure_image(client, image, config.pull_missing_images && !built_default,
+                     config.pull_timeout);
+      } catch (const InvalidArgument&) {
+        if (!built_default) throw;
+        throw InvalidArgument("the docker backend's default image " + image +
+                                  " is not on the container engine; make it offline with "
+                                  "`airlock image build busybox --docker` (or set default_image)",
+                              "image");
+      }
       ContainerRequest request;
       request.name = name;
       request.image = image;

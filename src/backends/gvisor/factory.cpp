@@ -1,7 +1,12 @@
 // The gvisor backend as a configurable type: {"type": "gvisor", "state_dir": "…", …}.
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "airlock/backend_factory.hpp"
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/state_dir.hpp"
 #include "backends/kit/config_fields.hpp"
 
 namespace airlock {
@@ -75,12 +80,36 @@ GvisorBackendConfig parse_gvisor_backend_config(const json::Json& config, std::s
 
 namespace {
 
+// runsc's Gofer runs as an unprivileged uid (uid_base) and must pass through the state
+// directory and the image store to reach a rootfs and the helper. When either is this user's
+// own real directory closed to others (a `mktemp -d` is 0700), only the search bit for others is
+// added: nobody may list or change it. A directory above them, or one that is not ours, is left
+// as it is; the backend refuses it by name.
+void let_the_gofer_pass(const std::filesystem::path& directory) {
+  struct stat info {};
+  if (::lstat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode) ||
+      info.st_uid != ::geteuid() || (info.st_mode & S_IXOTH) != 0) {
+    return;
+  }
+  if (::chmod(directory.c_str(), (info.st_mode & 07777) | S_IXOTH) == 0) {
+    spdlog::info("gvisor: {} made traversable by others (o+x) for runsc's file proxy",
+                 directory.string());
+  }
+}
+
 const bool kRegistered = register_backend_factory(
     "gvisor",
     "runsc (gVisor) with OCI bundles from the image store; a user-space kernel between the "
     "guest and the host (hardened_container)",
     [](const json::Json& config, std::string_view where) {
-      return make_gvisor_backend(parse_gvisor_backend_config(config, where));
+      GvisorBackendConfig parsed = parse_gvisor_backend_config(config, where);
+      if (::geteuid() == 0) {
+        const std::filesystem::path state =
+            parsed.state_dir.empty() ? default_state_dir() : parsed.state_dir;
+        let_the_gofer_pass(state);
+        let_the_gofer_pass(parsed.image_store.empty() ? state / "images" : parsed.image_store);
+      }
+      return make_gvisor_backend(std::move(parsed));
     });
 
 }  // namespace

@@ -75,8 +75,8 @@ SandboxRouter::SandboxRouter(std::vector<std::shared_ptr<SandboxBackend>> backen
             rung_name(selected_->isolation()) + ", below the host's floor " +
             std::string(to_string(options_.min_isolation)) + " (" +
             std::string(isolation_ladder()) +
-            "); the router refuses rather than degrade — lower the floor explicitly if this "
-            "host accepts that boundary",
+            "); the router refuses rather than degrade — lower the floor (min_isolation) to " +
+            rung_name(selected_->isolation()) + " explicitly if this host accepts that boundary",
         "isolation-floor");
   }
 }

@@ -1,0 +1,197 @@
+// airlock completion bash|zsh: a shell completion script, generated from this CLI's own command
+// tree (every command, option and which options take a value), so it cannot drift from it.
+//
+//   source <(airlock completion bash)           in ~/.bashrc
+//   airlock completion zsh > "${fpath[1]}/_airlock"   (then compinit)
+//
+// Values are offered where the set is known (rungs, backend types, log levels, suites, egress
+// modes, shells); any other option's value completes as a file name, and so do the words of a
+// command that takes no subcommand.
+#include <iostream>
+#include <sstream>
+
+#include "airlock/backend_factory.hpp"
+#include "airlock/errors.hpp"
+#include "airlock/vocabulary.hpp"
+#include "cli/command.hpp"
+
+namespace airlock::cli {
+namespace {
+
+struct Node {
+  std::string path;  // "" for airlock itself, "image ls" below it
+  std::vector<std::string> commands;
+  std::vector<std::string> options;
+  std::vector<std::string> valued;  // the options that take a value
+};
+
+void walk(const CLI::App& app, const std::string& path, std::vector<Node>& out) {
+  Node node{path, {}, {}, {}};
+  for (const CLI::Option* option : app.get_options()) {
+    std::vector<std::string> names;
+    for (const auto& name : option->get_lnames()) names.push_back("--" + name);
+    for (const auto& name : option->get_snames()) names.push_back("-" + name);
+    for (const auto& name : names) {
+      node.options.push_back(name);
+      if (option->get_expected_max() > 0) node.valued.push_back(name);
+    }
+  }
+  std::vector<const CLI::App*> subs;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name().empty() || sub->get_group().empty()) continue;  // hidden
+    node.commands.push_back(sub->get_name());
+    subs.push_back(sub);
+  }
+  out.push_back(node);
+  for (const CLI::App* sub : subs) {
+    // A prefix command's words are another program's: nothing is offered beneath it.
+    if (sub->get_prefix_command()) {
+      out.push_back({path.empty() ? sub->get_name() : path + " " + sub->get_name(), {}, {}, {}});
+      continue;
+    }
+    walk(*sub, path.empty() ? sub->get_name() : path + " " + sub->get_name(), out);
+  }
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) out += (out.empty() ? "" : " ") + word;
+  return out;
+}
+
+// The value sets both shells share, as shell functions keyed by path and option.
+std::string data_functions(const std::vector<Node>& nodes) {
+  std::string rungs;
+  {
+    std::string ladder(isolation_ladder());
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t end = ladder.find(" < ", start);
+      rungs += (rungs.empty() ? "" : " ") + ladder.substr(start, end - start);
+      if (end == std::string::npos) break;
+      start = end + 3;
+    }
+  }
+  std::vector<std::string> backend_names;
+  for (const auto& type : backend_types()) backend_names.push_back(type.type);
+  std::ostringstream out;
+  out << "_airlock_commands() {\n  case \"$1\" in\n";
+  for (const auto& node : nodes) {
+    if (!node.commands.empty())
+      out << "    '" << node.path << "') echo '" << joined(node.commands) << "' ;;\n";
+  }
+  out << "  esac\n}\n_airlock_options() {\n  case \"$1\" in\n";
+  for (const auto& node : nodes) {
+    out << "    '" << node.path << "') echo '" << joined(node.options) << "' ;;\n";
+  }
+  out << "  esac\n}\n_airlock_valued() {\n  case \"$1\" in\n";
+  for (const auto& node : nodes) {
+    out << "    '" << node.path << "') echo ' " << joined(node.valued) << " ' ;;\n";
+  }
+  out << "  esac\n}\n"
+      << "# A known value set, or nothing (a file name then).\n"
+      << "_airlock_values() {\n  case \"$1\" in\n"
+      << "    --min-isolation|--isolation-rung) echo '" << rungs << "' ;;\n"
+      << "    --backend) echo '" << joined(backend_names) << "' ;;\n"
+      << "    --log-level) echo 'trace debug info warn error critical off' ;;\n"
+      << "    --egress) echo 'closed allowlist' ;;\n"
+      << "    --suite) echo 'files_out files_in files_delete egress isolation exec' ;;\n"
+      << "  esac\n}\n"
+      << "# The command path the words before the cursor name: \"$1\" is how many words count.\n"
+      << "_airlock_path() {\n"
+      << "  local cmdpath='' i=1 word\n"
+      << "  while ((i < $1)); do\n"
+      << "    word=${_airlock_words[i]}\n"
+      << "    if [[ $word == -- ]]; then echo \"$cmdpath\"; return 1; fi\n"
+      << "    if [[ $word == -* ]]; then\n"
+      << "      [[ $word != *=* && \"$(_airlock_valued \"$cmdpath\")\" == *\" $word \"* ]] && "
+         "((i++))\n"
+      << "    elif [[ \" $(_airlock_commands \"$cmdpath\") \" == *\" $word \"* ]]; then\n"
+      << "      cmdpath=${cmdpath:+$cmdpath }$word\n"
+      << "    fi\n"
+      << "    ((i++))\n"
+      << "  done\n"
+      << "  echo \"$cmdpath\"\n"
+      << "}\n";
+  return out.str();
+}
+
+std::string bash_script(const std::vector<Node>& nodes) {
+  std::ostringstream out;
+  out << "# bash completion for airlock (generated by `airlock completion bash`)\n"
+      << data_functions(nodes) << "_airlock() {\n"
+      << "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmdpath values\n"
+      << "  local -a _airlock_words=(\"${COMP_WORDS[@]}\")\n"
+      << "  COMPREPLY=()\n"
+      << "  # After --, the words are the guest command's: file names.\n"
+      << "  if ! cmdpath=$(_airlock_path \"$COMP_CWORD\"); then\n"
+      << "    mapfile -t COMPREPLY < <(compgen -f -- \"$cur\"); return 0\n"
+      << "  fi\n"
+      << "  if [[ $prev == -* && \"$(_airlock_valued \"$cmdpath\")\" == *\" $prev \"* ]]; then\n"
+      << "    values=$(_airlock_values \"$prev\")\n"
+      << "    if [[ -n $values ]]; then\n"
+      << "      mapfile -t COMPREPLY < <(compgen -W \"$values\" -- \"$cur\")\n"
+      << "    else\n"
+      << "      mapfile -t COMPREPLY < <(compgen -f -- \"$cur\")\n"
+      << "    fi\n"
+      << "    return 0\n"
+      << "  fi\n"
+      << "  if [[ $cur == -* ]]; then\n"
+      << "    mapfile -t COMPREPLY < <(compgen -W \"$(_airlock_options \"$cmdpath\")\" -- "
+         "\"$cur\")\n"
+      << "  elif [[ -n \"$(_airlock_commands \"$cmdpath\")\" ]]; then\n"
+      << "    mapfile -t COMPREPLY < <(compgen -W \"$(_airlock_commands \"$cmdpath\")\" -- "
+         "\"$cur\")\n"
+      << "  else\n"
+      << "    mapfile -t COMPREPLY < <(compgen -f -- \"$cur\")\n"
+      << "  fi\n"
+      << "}\n"
+      << "complete -o filenames -F _airlock airlock\n";
+  return out.str();
+}
+
+std::string zsh_script(const std::vector<Node>& nodes) {
+  std::ostringstream out;
+  out << "#compdef airlock\n"
+      << "# zsh completion for airlock (generated by `airlock completion zsh`)\n"
+      << data_functions(nodes) << "_airlock() {\n"
+      << "  emulate -L zsh -o ksharrays\n"
+      << "  # zsh counts words from 1; the shared helpers count from 0, as bash does.\n"
+      << "  local -a _airlock_words=(\"${words[@]}\")\n"
+      << "  local cword=$((CURRENT - 1)) cur=${words[CURRENT-1]} prev=${words[CURRENT-2]} cmdpath "
+         "values\n"
+      << "  if ! cmdpath=$(_airlock_path \"$cword\"); then _files; return; fi\n"
+      << "  if [[ $prev == -* && \"$(_airlock_valued \"$cmdpath\")\" == *\" $prev \"* ]]; then\n"
+      << "    values=$(_airlock_values \"$prev\")\n"
+      << "    if [[ -n $values ]]; then compadd -- ${=values}; else _files; fi\n"
+      << "    return\n"
+      << "  fi\n"
+      << "  if [[ $cur == -* ]]; then\n"
+      << "    values=$(_airlock_options \"$cmdpath\"); compadd -- ${=values}\n"
+      << "  elif [[ -n \"$(_airlock_commands \"$cmdpath\")\" ]]; then\n"
+      << "    values=$(_airlock_commands \"$cmdpath\"); compadd -- ${=values}\n"
+      << "  else\n"
+      << "    _files\n"
+      << "  fi\n"
+      << "}\n"
+      << "if [[ $zsh_eval_context[-1] == loadautofunc ]]; then _airlock \"$@\"; else compdef "
+         "_airlock airlock; fi\n";
+  return out.str();
+}
+
+const bool kCompletionCommand = register_command("completion", [](CLI::App& app, Context&) {
+  auto shell = std::make_shared<std::string>();
+  CLI::App* completion = app.add_subcommand(
+      "completion", "print a shell completion script: source <(airlock completion bash)");
+  completion->add_option("SHELL", *shell, "bash or zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  completion->callback([shell, &app] {
+    std::vector<Node> nodes;
+    walk(app, "", nodes);
+    std::cout << (*shell == "bash" ? bash_script(nodes) : zsh_script(nodes));
+  });
+});
+
+}  // namespace
+}  // namespace airlock::cli
