@@ -48,7 +48,8 @@ struct CodeactOptions {
 std::string read_local(const std::string& path, std::uint64_t cap, const std::string& flag) {
   base::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!file) {
-    throw InvalidArgument(flag + ": cannot read the local file '" + path + "'", flag.substr(2));
+    throw InvalidArgument(flag + ": cannot read the local file '" + path + "'",
+                          flag.rfind("--", 0) == 0 ? flag.substr(2) : flag);
   }
   std::string content;
   char chunk[65536];
@@ -132,7 +133,7 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
     spec_options.host_tools = registry;
   }
   const std::string program =
-      read_local(options.program, spec_options.files_in.max_bytes_per_file, "--program");
+      read_local(options.program, spec_options.files_in.max_bytes_per_file, "program");
 
   std::map<std::string, std::string> shared;
   json::Json file_names = json::Json::array();
