@@ -69,6 +69,7 @@ void check_chain(const CLI::App& root) {
   const std::vector<const CLI::App*> chain = parsed_chain(root);
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const CLI::App& app = **it;
+    if (app.get_prefix_command()) continue;  // its words are another program's (bench)
     for (const auto& word : app.remaining(false)) {
       if (word.size() < 2 || word[0] != '-' || word == "--") continue;
       const std::string where = command_path(app);
@@ -83,6 +84,7 @@ void check_chain(const CLI::App& root) {
     }
   }
   for (const CLI::App* app : chain) {
+    if (app->get_prefix_command()) continue;
     const std::string where = command_path(*app);
     for (const auto& word : app->remaining(false)) {
       if (word == "--") continue;
