@@ -168,7 +168,9 @@ def test_codeact_answers_a_timeout_the_guest_raised_and_condemns_the_sandbox():
     tool = airlock.make_codeact_tool(router, context=Conversation().context(), exec_timeout=30,
                                      on_reclaim_failure=failures.append)
     text = tool.invoke({"code": "while True: pass"})
-    assert text == "Error: the program timed out after 30s", text
+    # The model is told the sandbox was reset and what that cost.
+    assert text.startswith("Error: the program timed out after 30s. The sandbox was reset"), text
+    assert "every file written earlier in this conversation is gone" in text, text
     backend = airlock.testing.backend_of(router)
     # A timeout whose kill was not confirmed condemns the instance: it is deleted once the
     # call is over.
