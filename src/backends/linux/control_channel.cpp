@@ -8,7 +8,11 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -19,6 +23,7 @@
 
 #include "airlock/errors.hpp"
 #include "backends/linux/protocol.hpp"
+#include "base/openat2.hpp"
 #include "base/syscall_error.hpp"
 
 namespace airlock::linux_backend {
@@ -119,23 +124,33 @@ base::UniqueFd duplicate(int fd, const char* what) {
   return copy;
 }
 
-// A pty pair from the host's devpts. The slave is opened through the master (TIOCGPTPEER), never
-// by a path another process could swap; the guest holds only the slave, of its own pty.
-void open_terminal(CommandPipes& pipes, WindowSize size) {
-  base::UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!master) {
-    throw BackendError("the command's terminal could not be made",
-                       base::errno_error("posix_openpt", "/dev/ptmx"));
+// A pty pair from the sandbox's own devpts instance, opened through its root (`root`, an O_PATH
+// descriptor of the guest's /): so the guest's ttyname() finds its terminal under its /dev/pts,
+// and the sandbox's pty ceiling (max_ptys) counts it. The walk never follows a link the guest
+// could plant, and what it reaches must be a devpts ptmx — nothing else the guest could mount
+// there is opened as one. The slave is opened through the master (TIOCGPTPEER), never by a
+// path; the guest holds only the slave, of its own pty.
+void open_terminal(CommandPipes& pipes, int root, WindowSize size) {
+  const auto refuse = [](const auto& detail) {
+    return BackendError("the command's terminal could not be made", detail);
+  };
+  base::Opened opened = base::openat2(root, "dev/pts/ptmx", O_RDWR | O_NOCTTY,
+                                      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
+                                          RESOLVE_NO_MAGICLINKS);
+  if (!opened) throw refuse(base::SyscallError(opened.error, "openat2", "/dev/pts/ptmx"));
+  base::UniqueFd master = std::move(opened.fd);
+  struct statfs filesystem {};
+  struct stat node {};
+  if (::fstatfs(master.get(), &filesystem) != 0 || filesystem.f_type != DEVPTS_SUPER_MAGIC ||
+      ::fstat(master.get(), &node) != 0 || !S_ISCHR(node.st_mode) ||
+      node.st_rdev != ::makedev(5, 2)) {
+    throw refuse(std::string("the guest's /dev/pts/ptmx is not a devpts multiplexer"));
   }
-  if (::grantpt(master.get()) != 0 || ::unlockpt(master.get()) != 0) {
-    throw BackendError("the command's terminal could not be made",
-                       base::errno_error("unlockpt", "/dev/ptmx"));
+  if (::unlockpt(master.get()) != 0) {
+    throw refuse(base::errno_error("unlockpt", "/dev/pts/ptmx"));
   }
   base::UniqueFd slave(::ioctl(master.get(), TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC));
-  if (!slave) {
-    throw BackendError("the command's terminal could not be made",
-                       base::errno_error("ioctl TIOCGPTPEER", "/dev/ptmx"));
-  }
+  if (!slave) throw refuse(base::errno_error("ioctl TIOCGPTPEER", "/dev/pts/ptmx"));
   set_window_size(master.get(), size);
   pipes.err_write = duplicate(slave.get(), "pty slave");
   pipes.in_read = duplicate(slave.get(), "pty slave");
@@ -152,10 +167,11 @@ void open_pipe(base::UniqueFd& read_end, base::UniqueFd& write_end) {
   write_end.reset(ends[1]);
 }
 
-CommandPipes open_command_pipes(bool feed_stdin, const std::optional<WindowSize>& terminal) {
+CommandPipes open_command_pipes(bool feed_stdin, const std::optional<WindowSize>& terminal,
+                                int root) {
   CommandPipes pipes;
   if (terminal) {
-    open_terminal(pipes, *terminal);
+    open_terminal(pipes, root, *terminal);
     return pipes;
   }
   open_pipe(pipes.out_read, pipes.out_write);
@@ -607,7 +623,7 @@ ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   if (with_stdin) request.flags |= protocol::kStdinPipe;
   if (plan.terminal) request.flags |= protocol::kTerminal;
 
-  CommandPipes pipes = open_command_pipes(with_stdin, plan.terminal);
+  CommandPipes pipes = open_command_pipes(with_stdin, plan.terminal, plan.terminal_root);
   const std::string body = encode_checked(request);
   base::UniqueFd socket = connect();
   send_command(socket.get(), body, secret_, pipes);

@@ -43,6 +43,8 @@ struct ExecPlan {
   int stdin_fd = -1;
   // A pty of this size: the command's stdin, stdout, stderr and controlling terminal.
   std::optional<WindowSize> terminal;
+  // With a terminal: an O_PATH descriptor of the guest's root, whose devpts the pty comes from.
+  int terminal_root = -1;
   // Signals to the command's process group, resizes of its terminal.
   std::shared_ptr<ExecControl> control;
 };

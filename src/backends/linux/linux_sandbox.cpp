@@ -187,6 +187,12 @@ ExecResult LinuxSandbox::exec(const Command& command, const ExecOptions& options
   plan.stdin_fd = options.stdin_fd;
   plan.terminal = options.terminal;
   plan.control = options.control;
+  // A terminal comes from the guest's devpts, reached through its root (held for the call).
+  std::shared_ptr<const Roots> held;
+  if (options.terminal) {
+    held = roots();
+    plan.terminal_root = held->root.get();
+  }
   return channel_.exec(plan);
 }
 
