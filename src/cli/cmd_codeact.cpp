@@ -5,7 +5,9 @@
 //   (--demo-tool registers the built-in demo `lookup_rate`), the router flags of `run`.
 // Prints the tool's model-facing result and where each artifact landed.
 // Exit code: 0 when the program exited 0; 1 when it failed or the tool refused the call; 124
-// when it timed out; 125 when airlock could not run it.
+// when it timed out; 125 when airlock could not run it. SIGINT, SIGTERM and SIGHUP go to the
+// program (Python's KeyboardInterrupt for SIGINT); the sandbox is still disposed (unless --keep)
+// and airlock exits 128+N. A second one forces the program to stop; a third leaves at once.
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -14,8 +16,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <random>
-#include <sstream>
 
 #include "airlock/errors.hpp"
 #include "airlock/kinds/codeact.hpp"
@@ -23,6 +23,9 @@
 #include "base/unique_fd.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/exec_io.hpp"
+#include "cli/relayed_backend.hpp"
+#include "cli/tokens.hpp"
 
 namespace airlock::cli {
 namespace {
@@ -105,13 +108,6 @@ HostTool demo_lookup_rate() {
       HostToolDeclaration(SourceIntegrity::trusted, std::nullopt, Identity::app)};
 }
 
-std::string random_token() {
-  std::random_device device;
-  std::ostringstream text;
-  text << std::hex << device() << device();
-  return text.str();
-}
-
 int exit_code_for(const std::string& text) {
   if (text.rfind("Error: the program timed out", 0) == 0) return kExitTimeout;
   if (text.rfind("Error:", 0) == 0) return 1;
@@ -123,6 +119,8 @@ int exit_code_for(const std::string& text) {
 }
 
 int run_codeact(const CodeactOptions& options, const Context& context) {
+  // First, before anything starts a thread: every later thread inherits the blocked signals.
+  SignalRelay relay(options.quiet || context.json);
   if (options.timeout_seconds <= 0) throw InvalidArgument("--timeout must be positive", "timeout");
   codeact::SpecOptions spec_options;
   if (!options.image.empty()) spec_options.image = options.image;
@@ -151,7 +149,9 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
     file_names.push_back(name);
   }
 
-  auto router = options.router.build("linux");
+  const auto configured = options.router.build("linux");
+  // The kind runs the program's exec itself: the relay reaches it through the backends.
+  const auto router = relayed_router(*configured, relay);
   const SandboxSpec spec = codeact::codeact_sandbox_spec(spec_options);
   const RoutingDecision decision = router->ensure_can_serve(spec);
   if (!context.json && !options.quiet) {
@@ -198,12 +198,16 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
       if (!keep) router->dispose_scope(scope, thread);
     }
   } disposer{router.get(), options.scope, thread, options.keep};
+  relay.set_abandon_note("left at once: the sandbox may still run; airlock purge --scope " +
+                         options.scope + " --thread " + thread + " removes it");
 
   auto tool = codeact::make_codeact_tool(std::move(tool_options));
   if (!tool) throw BackendError("the router is disabled; codeact cannot run", "codeact");
   json::Json arguments{{"code", program}};
   if (!file_names.empty()) arguments["files"] = file_names;
   if (!options.outputs.empty()) arguments["outputs"] = options.outputs;
+  // A signal that came before the program started: nothing runs.
+  if (relay.received()) return relay.exit_code();
   const std::string text = tool->invoke(arguments);
 
   if (context.json) {
@@ -211,11 +215,13 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
     for (const auto& [name, where] : *landed) {
       artifacts.push_back({{"name", name}, {"landed", where}});
     }
-    print_json({{"decision", json::to_json(decision)},
-                {"key", json::to_json(SandboxKey{options.scope, thread, "codeact"})},
-                {"kept", options.keep},
-                {"result", text},
-                {"outputs", artifacts}});
+    json::Json document{{"decision", json::to_json(decision)},
+                        {"key", json::to_json(SandboxKey{options.scope, thread, "codeact"})},
+                        {"kept", options.keep},
+                        {"result", text},
+                        {"outputs", artifacts}};
+    if (relay.received()) document["interrupted_by"] = signal_name(relay.received());
+    print_json(document);
   } else {
     std::cout << text << "\n";
     std::cout.flush();
@@ -230,7 +236,7 @@ int run_codeact(const CodeactOptions& options, const Context& context) {
       }
     }
   }
-  return exit_code_for(text);
+  return relay.received() ? relay.exit_code() : exit_code_for(text);
 }
 
 const bool kCodeactCommand = register_command("codeact", [](CLI::App& app, Context& context) {

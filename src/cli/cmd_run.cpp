@@ -1,31 +1,33 @@
 // airlock run: one command in a fresh sandbox, start to finish —
-//   acquire → put files (--put LOCAL=GUEST) → exec → fetch outputs (--get GUEST into --out DIR)
-//   → dispose (unless --keep).
+//   acquire → put files (--put LOCAL=GUEST, a file or a tree) → exec → fetch outputs (--get
+//   GUEST, a file or a tree, into --out DIR) → dispose (unless --keep).
+// The command's output streams as it runs (collected with --json). docker's habits: -e, --env-file,
+// -w, -i, -t (and -it with no command: a shell); sizes take units (--memory 512m).
+// SIGINT, SIGTERM and SIGHUP go to the command; the sandbox is still disposed (unless --keep) and
+// airlock exits 128+N. A second one forces the command to stop; a third leaves at once.
 // Exit code: the guest's own; 124 when it timed out; 125 when airlock could not run it.
-#include <errno.h>
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <iostream>
-#include <random>
-#include <sstream>
 
 #include "airlock/backend_factory.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/outputs.hpp"
-#include "airlock/paths.hpp"
 #include "airlock/sinks.hpp"
-#include "base/unique_fd.hpp"
 #include "cli/command.hpp"
 #include "cli/common.hpp"
+#include "cli/exec_flags.hpp"
+#include "cli/exec_io.hpp"
+#include "cli/sizes.hpp"
+#include "cli/tokens.hpp"
+#include "cli/transfer.hpp"
 
 namespace airlock::cli {
 namespace {
 
 struct RunOptions {
   RouterFlags router;
+  ExecFlags exec;
   std::string spec_file;
   std::string kind;
   std::string image;
@@ -33,9 +35,6 @@ struct RunOptions {
   std::string scope = "airlock-run";
   std::string thread;
   std::string agent = "cli";
-  double timeout_seconds = 60;
-  std::uint64_t max_output = std::uint64_t{64} << 20;
-  bool truncate = false;
   std::string egress;
   std::vector<std::string> allow;
   std::vector<std::uint64_t> allow_ports;
@@ -47,42 +46,7 @@ struct RunOptions {
   std::vector<std::string> gets;
   std::string out_dir = ".";
   bool keep = false;
-  bool shell = false;
-  bool forward_stdin = false;
-  bool quiet = false;
-  std::vector<std::string> command;
 };
-
-std::string random_token() {
-  std::random_device device;
-  std::ostringstream text;
-  text << std::hex << device() << device();
-  return text.str();
-}
-
-// Everything readable from `fd`, refusing past `cap` bytes.
-std::string read_all(int fd, std::uint64_t cap, const std::string& what) {
-  std::string content;
-  char chunk[65536];
-  for (;;) {
-    const ssize_t got = ::read(fd, chunk, sizeof chunk);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw SystemError("cannot read " + what, errno);
-    if (got == 0) return content;
-    content.append(chunk, static_cast<std::size_t>(got));
-    if (content.size() > cap) throw TransferCapExceeded("files_in.max_bytes_per_file", what, cap);
-  }
-}
-
-std::string read_local_file(const std::string& path, std::uint64_t cap) {
-  base::UniqueFd file(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!file) throw InvalidArgument("--put: cannot read the local file '" + path + "'", "put");
-  std::string content = read_all(file.get(), cap, path);
-  if (content.size() > cap) {
-    throw TransferCapExceeded("files_in.max_bytes_per_file", path, cap, content.size());
-  }
-  return content;
-}
 
 SandboxSpec build_spec(const RunOptions& options) {
   SandboxSpec::Fields fields;
@@ -101,7 +65,7 @@ SandboxSpec build_spec(const RunOptions& options) {
   if (options.pids) fields.resources.pids = options.pids;
   if (options.cpu) fields.resources.cpu_millis = options.cpu;
   // Each --get is a declared output: fetched after the command, under spec.files_out, landing
-  // under the same relative name.
+  // under the same relative name (a directory is expanded to its files when it is fetched).
   for (const auto& get : options.gets) {
     DeclaredOutput output;
     output.path = get;
@@ -110,12 +74,21 @@ SandboxSpec build_spec(const RunOptions& options) {
   return SandboxSpec(std::move(fields));
 }
 
+// The spec the outputs are collected under: `spec` with each --get directory replaced by the
+// files found under it.
+SandboxSpec collection_spec(const SandboxSpec& spec, std::vector<DeclaredOutput> outputs) {
+  SandboxSpec::Fields fields = spec.fields();
+  fields.declared_outputs = std::move(outputs);
+  return SandboxSpec(std::move(fields));
+}
+
 int run(const RunOptions& options, const Context& context) {
-  if (options.command.empty()) {
-    throw InvalidArgument(
-        "run: give the command after --, e.g. airlock run -- python3 -c 'print(1)'", "command");
-  }
-  if (options.timeout_seconds <= 0) throw InvalidArgument("--timeout must be positive", "timeout");
+  // First, before anything starts a thread: every later thread inherits the blocked signals.
+  SignalRelay relay(options.exec.quiet || context.json);
+  options.exec.check();
+  const Command command = options.exec.to_command(
+      "run: give the command after --, e.g. airlock run -- python3 -c 'print(1)' (or -it for a "
+      "shell)");
   const SandboxSpec spec = build_spec(options);
   const SandboxKey key{options.scope,
                        options.thread.empty() ? "run-" + random_token() : options.thread,
@@ -129,26 +102,14 @@ int run(const RunOptions& options, const Context& context) {
   }
   auto router = make_router(routing, "config");
   const RoutingDecision decision = router->ensure_can_serve(spec);
-  if (!context.json && !options.quiet) {
+  if (!context.json && !options.exec.quiet) {
     std::cerr << "airlock: backend '" << decision.backend << "' ("
               << to_string(decision.backend_isolation) << ") serves kind '" << spec.kind()
               << "' at floor " << to_string(decision.effective_floor) << "\n";
   }
 
   // The local files are read before anything is started, so a typo costs no sandbox.
-  std::vector<std::pair<std::string, std::string>> puts;
-  for (const auto& put : options.puts) {
-    const auto equals = put.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == put.size()) {
-      throw InvalidArgument("--put expects LOCAL=GUEST, got '" + put + "'", "put");
-    }
-    puts.emplace_back(put.substr(equals + 1),
-                      read_local_file(put.substr(0, equals), spec.files_in().max_bytes_per_file));
-  }
-  if (puts.size() > spec.files_in().max_files) {
-    throw TransferCapExceeded("files_in.max_files", "--put", spec.files_in().max_files,
-                              puts.size());
-  }
+  const std::vector<GuestFile> puts = read_puts(options.puts, spec.files_in());
 
   struct Disposer {
     SandboxRouter* router;
@@ -159,71 +120,67 @@ int run(const RunOptions& options, const Context& context) {
       if (!keep) router->dispose_kind(key, kind);
     }
   } disposer{router.get(), key, spec.kind(), options.keep};
+  relay.set_abandon_note("left at once: the sandbox may still run; airlock purge --scope " +
+                         key.scope + " --thread " + key.thread_id + " removes it");
 
   auto sandbox = router->acquire(key, spec);
-  std::uint64_t total_in = 0;
-  for (const auto& [guest, content] : puts) {
-    total_in += content.size();
-    if (total_in > spec.files_in().max_total_bytes) {
-      throw TransferCapExceeded("files_in.max_total_bytes", guest, spec.files_in().max_total_bytes,
-                                total_in);
-    }
-    sandbox->write_file(guest, content, spec.work_dir());
+  for (const auto& file : puts) {
+    if (relay.received()) break;
+    sandbox->write_file(file.guest_path, file.content, spec.work_dir());
   }
-
-  ExecOptions exec;
-  exec.working_directory = spec.work_dir();
-  exec.timeout = std::chrono::milliseconds(static_cast<long long>(options.timeout_seconds * 1000));
-  exec.max_output_bytes = options.max_output;
-  exec.overflow = options.truncate ? OutputOverflow::truncate : OutputOverflow::refuse;
-  if (options.forward_stdin) {
-    exec.stdin_bytes = read_all(0, spec.files_in().max_bytes_per_file, "stdin");
+  // A signal that came before the command started: nothing runs.
+  ExecResult result;
+  if (relay.received()) {
+    result.exit_code = relay.exit_code();
+  } else {
+    result =
+        run_in_foreground(*sandbox, command, options.exec, spec.work_dir(), context.json, relay);
   }
-  std::string line;
-  for (const auto& word : options.command) line += (line.empty() ? "" : " ") + word;
-  const Command command = options.shell ? Command::shell(line) : Command::argv(options.command);
-  const ExecResult result = sandbox->exec(command, exec);
+  const bool interrupted = relay.received() != 0;
 
   // Outputs land through the file-system sink: nothing is written outside --out, whatever links
-  // sit in it or are raced into it.
+  // sit in it or are raced into it. An interrupted command's outputs are not fetched.
   json::Json landed = json::Json::array();
-  if (!landing_outputs(spec).empty()) {
+  std::vector<std::string> notes;
+  if (!interrupted && !landing_outputs(spec).empty()) {
+    const SandboxSpec collect = collection_spec(
+        spec, expand_gets(*sandbox, options.gets, spec.work_dir(), spec.files_out(), notes));
     FileSystemSinkOptions sink_options;
     sink_options.create_root = true;
     const OutputSink sink = make_file_system_sink(options.out_dir, sink_options);
-    for (const auto& artifact : collect_outputs(*sandbox, spec, &sink)) {
+    for (const auto& artifact : collect_outputs(*sandbox, collect, &sink)) {
       landed.push_back({{"name", artifact.name},
                         {"landed", artifact.handle ? *artifact.handle : artifact.display}});
     }
   }
 
   if (context.json) {
-    print_json({{"decision", json::to_json(decision)},
-                {"instance_id", sandbox->instance_id()},
-                {"key", json::to_json(key)},
-                {"kept", options.keep},
-                {"result", json::to_json(result)},
-                {"outputs", landed}});
+    json::Json document{
+        {"decision", json::to_json(decision)}, {"instance_id", sandbox->instance_id()},
+        {"key", json::to_json(key)},           {"kept", options.keep},
+        {"result", json::to_json(result)},     {"outputs", landed}};
+    if (interrupted) document["interrupted_by"] = signal_name(relay.received());
+    if (!notes.empty()) document["notes"] = notes;
+    print_json(document);
   } else {
-    std::cout.write(result.stdout_bytes.data(),
-                    static_cast<std::streamsize>(result.stdout_bytes.size()));
-    std::cout.flush();
-    std::cerr.write(result.stderr_bytes.data(),
-                    static_cast<std::streamsize>(result.stderr_bytes.size()));
     if (result.truncated) {
-      std::cerr << "airlock: output truncated at " << options.max_output << " bytes\n";
+      std::cerr << "airlock: output truncated at " << options.exec.max_output << " bytes\n";
     }
-    for (const auto& output : landed) {
-      if (!options.quiet)
+    if (!options.exec.quiet) {
+      for (const auto& line : notes) std::cerr << "airlock: " << line << "\n";
+      for (const auto& output : landed) {
         std::cerr << "airlock: landed " << output["landed"].get<std::string>() << "\n";
+      }
     }
-    if (options.keep && !options.quiet) {
+    if (options.keep && !options.exec.quiet) {
       std::cerr << "airlock: kept " << sandbox->instance_id() << " (scope " << key.scope
-                << ", thread " << key.thread_id << "); remove it with airlock purge --scope "
-                << key.scope << " --thread " << key.thread_id << "\n";
+                << ", thread " << key.thread_id << "); run in it with airlock exec --scope "
+                << key.scope << " --thread " << key.thread_id
+                << " -- CMD, remove it with airlock purge --scope " << key.scope << " --thread "
+                << key.thread_id << "\n";
     }
   }
-  return result.exit_code;
+  return interrupted ? relay.exit_code() : result.exit_code;
 }
 
 const bool kRunCommand = register_command("run", [](CLI::App& app, Context& context) {
@@ -239,11 +196,6 @@ const bool kRunCommand = register_command("run", [](CLI::App& app, Context& cont
   command->add_option("--scope", options->scope, "the key's scope (default airlock-run)");
   command->add_option("--thread", options->thread, "the key's thread (default: a fresh one)");
   command->add_option("--agent", options->agent, "the key's agent dir (default cli)");
-  command->add_option("--timeout", options->timeout_seconds, "seconds (default 60)");
-  command->add_option("--max-output", options->max_output,
-                      "ceiling on stdout+stderr in bytes (default 64 MiB); past it the command "
-                      "is killed, or with --truncate cut");
-  command->add_flag("--truncate", options->truncate, "keep the head past --max-output");
   command->add_option("--egress", options->egress, "closed (default) or allowlist");
   // One value per flag (--allow, --allow-port, --put, --get): a vector option that may take
   // several would swallow the `--` before the command, and the command's own flags would then
@@ -255,22 +207,24 @@ const bool kRunCommand = register_command("run", [](CLI::App& app, Context& cont
       ->add_option("--allow-port", options->allow_ports,
                    "a port allowed out (repeatable; default 443)")
       ->allow_extra_args(false);
-  command->add_option("--memory", options->memory, "memory limit in bytes");
+  add_size_option(*command, "--memory", options->memory, "memory limit (512m, 2g, …)");
   command->add_option("--pids", options->pids, "process limit");
   command->add_option("--cpu", options->cpu, "CPU limit in thousandths of a CPU");
-  command->add_option("--disk", options->disk,
-                      "what the guest may write in all, in bytes (its work dir, /tmp, image "
-                      "writes)");
-  command->add_option("--put", options->puts, "LOCAL=GUEST: copy a file in first (repeatable)")
+  add_size_option(*command, "--disk", options->disk,
+                  "what the guest may write in all (its work dir, /tmp, image writes): 1g, …");
+  command
+      ->add_option("--put", options->puts,
+                   "LOCAL=GUEST: copy a file or a directory tree in first (repeatable; links "
+                   "inside a tree are refused)")
       ->allow_extra_args(false);
-  command->add_option("--get", options->gets, "GUEST: fetch a file afterwards (repeatable)")
+  command
+      ->add_option("--get", options->gets,
+                   "GUEST: fetch a file or a directory tree afterwards (repeatable; links are "
+                   "skipped)")
       ->allow_extra_args(false);
   command->add_option("--out", options->out_dir, "where --get files land (default .)");
   command->add_flag("--keep", options->keep, "leave the sandbox running afterwards");
-  command->add_flag("--shell", options->shell, "run the command words as one sh -c line");
-  command->add_flag("--stdin", options->forward_stdin, "feed this process's stdin to the command");
-  command->add_flag("--quiet", options->quiet, "no airlock notes on stderr");
-  command->add_option("command", options->command, "the command (after --)")->expected(-1);
+  options->exec.add_to(*command);
   command->callback([options, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));
     context.exit_code = run(*options, context);
