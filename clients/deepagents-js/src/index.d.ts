@@ -42,6 +42,12 @@ export declare const EXIT_TIMEOUT: 124;
 /** The exit code execute() reports when airlock could not run the command or report its result. */
 export declare const EXIT_AIRLOCK: 125;
 export declare const SANDBOX_UNAVAILABLE: string;
+/** Appended after a stopped command when the backend proved every process of it gone. */
+export declare const SANDBOX_KEPT: string;
+/** Appended after a command whose end is unknown: the sandbox was replaced, its files are gone. */
+export declare const SANDBOX_RESET: string;
+export declare const OUTPUT_OVERFLOW_MODES: readonly ["drop", "head_tail"];
+export declare const DEFAULT_HEAD_TAIL_CEILING_BYTES: number;
 
 export interface DeepagentsSpecOptions {
   image?: string;
@@ -62,8 +68,36 @@ export declare class AirlockReply {
   readonly headers: Record<string, string | string[] | undefined>;
   readonly body: Buffer;
   json(): any;
-  error(): { type: string; message: string; check?: string; refusal?: string; condemned?: boolean } | null;
+  error(): AirlockError | null;
 }
+
+/** The daemon's error object (docs/api/openapi.yaml, Error). */
+export interface AirlockError {
+  type: string;
+  message: string;
+  check?: string;
+  refusal?: string;
+  condemned?: boolean;
+  /** After an exec that did not end normally: whether the sandbox was replaced. */
+  sandbox_reset?: boolean;
+  /** The same, as a sentence for the model. */
+  sandbox_message?: string;
+  kill_confirmed?: boolean;
+  instance_id?: string;
+  [field: string]: unknown;
+}
+
+/** One event of AirlockClient.execStream. */
+export type ExecStreamEvent =
+  | { type: "output"; stream: "stdout" | "stderr"; data: Buffer }
+  | {
+      type: "result";
+      status: 200;
+      result: { exit_code: number; truncated: boolean; signal?: number; [field: string]: unknown };
+      instance_id: string;
+      duration_ms: number;
+    }
+  | { type: "error"; status: number; error: AirlockError };
 
 export declare class AirlockTransportError extends Error {
   readonly timedOut: boolean;
@@ -89,6 +123,8 @@ export declare class AirlockClient {
       timeoutMs?: number;
     },
   ): Promise<AirlockReply>;
+  /** POST /v1/sandboxes/{handle}/exec/stream, as events while the command runs. */
+  execStream(handle: string, body: Record<string, unknown>, options?: { timeoutMs?: number }): AsyncGenerator<ExecStreamEvent, void, undefined>;
 }
 
 export interface AirlockSandboxOptions {
@@ -96,8 +132,15 @@ export interface AirlockSandboxOptions {
   spec?: SandboxSpec;
   /** One command's deadline, from admission to result. */
   execTimeoutMs?: number;
-  /** Combined stdout+stderr per command; past it the output is dropped, not cut. */
+  /** Combined stdout+stderr per command that reaches the model. */
   maxOutputBytes?: number;
+  /**
+   * Past maxOutputBytes: "drop" (default) drops the output whole; "head_tail" shows its head and
+   * tail around a "... [N lines truncated] ..." marker, streamed so only they are held.
+   */
+  outputOverflow?: "drop" | "head_tail";
+  /** head_tail: how much a command may print before the rest goes unread (default 16 MiB). */
+  headTailCeilingBytes?: number;
   /** Where refusals and failures are logged for the host (never shown to the model). */
   log?: { warn?: (message: string) => void };
 }

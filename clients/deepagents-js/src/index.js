@@ -7,12 +7,19 @@
 // uploadFiles/downloadFiles) from it. AirlockSandbox is that object over the daemon: the host
 // keeps the router's decisions (isolation floor, egress, capabilities), the key comes from the
 // host's request context, and the daemon's call lifecycle condemns an instance whenever a
-// command's end is unknown.
+// command's end is unknown — and keeps it, files and all, when the backend proves a stopped
+// command's every process gone. Either way the model is told in plain words.
 //
 // Contract toward Deep Agents, which aborts a whole agent turn on a throw:
 //   - execute() never throws. A timeout, a refused or dropped output, an unavailable sandbox,
 //     a lost result all come back as a fixed sentence with an exit code (124 for a timeout,
-//     as Deep Agents' own shell backend uses; 125 when airlock could not run or report it).
+//     as Deep Agents' own shell backend uses; 125 when airlock could not run or report it),
+//     followed by what became of the sandbox: kept with its files, or reset (replaced, every
+//     file written earlier in the conversation gone).
+//   - Output past maxOutputBytes is dropped whole (`outputOverflow: "drop"`, the seeds'
+//     behaviour), or rendered head and tail around a "... [N lines truncated] ..." marker
+//     (`"head_tail"`, the way Deep Agents previews a result too large to show), streamed
+//     from the daemon so that the adapter holds at most the head and the tail.
 //   - uploadFiles()/downloadFiles() answer each file in order, with Deep Agents' codes
 //     (file_not_found, permission_denied, is_directory, invalid_path) for a refused path and a
 //     fixed sentence for a cap or a failure (Deep Agents shows either to the model verbatim).
@@ -43,6 +50,11 @@ export const DEFAULT_TRANSFER_LIMITS = Object.freeze({
   max_files: 64,
 });
 
+/** How an output past maxOutputBytes reaches the model. */
+export const OUTPUT_OVERFLOW_MODES = Object.freeze(["drop", "head_tail"]);
+/** head_tail: how much a command may print before the rest goes unread (the daemon's ceiling). */
+export const DEFAULT_HEAD_TAIL_CEILING_BYTES = 16 * 1024 * 1024;
+
 /** Exit codes of the answers airlock gives in the program's place. */
 export const EXIT_TIMEOUT = 124;
 export const EXIT_AIRLOCK = 125;
@@ -53,6 +65,14 @@ export const SANDBOX_UNAVAILABLE = "Error: sandbox unavailable — the command d
 const TIMED_OUT = (seconds) => `Error: the command did not finish within ${seconds} seconds.`;
 const EXEC_FAILED = "Error: the sandbox did not return the command's result; see the host log.";
 const OUTPUT_DROPPED = (limit) => `Error: the command's output exceeded ${limit} bytes and was dropped.`;
+// What became of the sandbox after a command that did not end by itself.
+export const SANDBOX_KEPT =
+  "The command was stopped and every process it started is gone; the sandbox is intact, with every file written earlier in this conversation.";
+export const SANDBOX_RESET =
+  "The sandbox was reset: the command's end could not be confirmed, so the sandbox was replaced by a fresh one, and every file written earlier in this conversation is gone.";
+const SANDBOX_MAYBE_RESET =
+  "airlock stopped waiting for it; if the command's end could not be confirmed, the sandbox was reset and the files written earlier in this conversation are gone.";
+const UNREAD_PAST = (ceiling) => `[output past ${ceiling} bytes was not read]`;
 const NOT_A_COMMAND = "Error: Command must be a non-empty string.";
 const UPLOAD_FAILED = "upload failed; see the host log";
 const DOWNLOAD_FAILED = "download failed; see the host log";
@@ -147,6 +167,14 @@ function positiveInteger(value, what) {
   return value;
 }
 
+/** The sentence for what became of the sandbox, from the daemon's error object. */
+function sandboxFate(error) {
+  const reset = error?.sandbox_reset ?? error?.condemned;
+  if (reset === true) return SANDBOX_RESET;
+  if (reset === false) return SANDBOX_KEPT;
+  return SANDBOX_MAYBE_RESET;
+}
+
 /** One combined stream, as Deep Agents' own shell backend renders it. */
 function render(result) {
   const stdout = result.stdout_base64 !== undefined
@@ -155,10 +183,85 @@ function render(result) {
   const stderr = result.stderr_base64 !== undefined
     ? Buffer.from(result.stderr_base64, "base64").toString("utf8")
     : result.stderr ?? "";
+  return combine(stdout, stderr);
+}
+
+function combine(stdout, stderr) {
   const parts = [];
   if (stdout) parts.push(stdout);
   if (stderr) parts.push(...stderr.trim().split("\n").map((line) => `[stderr] ${line}`));
   return parts.length > 0 ? parts.join("\n") : "<no output>";
+}
+
+/**
+ * One output stream seen through a window: the first `keep` bytes and the last `keep` bytes,
+ * whatever passes in between (counted, not kept).
+ */
+class HeadTail {
+  constructor(keep) {
+    this.keep = keep;
+    this.head = [];
+    this.headBytes = 0;
+    this.tail = [];
+    this.tailBytes = 0;
+    this.total = 0;
+    this.newlines = 0;
+  }
+
+  add(chunk) {
+    this.total += chunk.length;
+    for (const byte of chunk) if (byte === 0x0a) this.newlines += 1;
+    let rest = chunk;
+    if (this.headBytes < this.keep) {
+      const take = rest.subarray(0, this.keep - this.headBytes);
+      this.head.push(take);
+      this.headBytes += take.length;
+      rest = rest.subarray(take.length);
+    }
+    if (rest.length === 0) return;
+    this.tail.push(rest);
+    this.tailBytes += rest.length;
+    while (this.tail.length > 1 && this.tailBytes - this.tail[0].length >= this.keep) {
+      this.tailBytes -= this.tail.shift().length;
+    }
+  }
+
+  /** All of it, when nothing between head and tail went unkept. */
+  whole() {
+    return this.total <= 2 * this.keep ? Buffer.concat([...this.head, ...this.tail]) : null;
+  }
+
+  /**
+   * Within `budget` bytes: everything when it fits; otherwise the head and the tail, each cut at
+   * a line boundary where one is near, around a marker naming the lines left out.
+   */
+  render(budget) {
+    const all = Buffer.concat([...this.head, ...this.tail]);
+    if (this.total <= budget && this.total <= 2 * this.keep) return { text: all.toString("utf8"), cut: false };
+    const half = Math.max(0, Math.floor(budget / 2));
+    let head = Buffer.concat(this.head).subarray(0, half);
+    const headBreak = head.lastIndexOf(0x0a);
+    if (headBreak >= half / 2) head = head.subarray(0, headBreak + 1);
+    const kept = Buffer.concat(this.tail);
+    let tail = kept.subarray(Math.max(0, kept.length - half));
+    const tailBreak = tail.indexOf(0x0a);
+    if (tailBreak >= 0 && tailBreak < half / 2 && tailBreak < tail.length - 1) tail = tail.subarray(tailBreak + 1);
+    const count = (bytes) => bytes.reduce((n, byte) => n + (byte === 0x0a ? 1 : 0), 0);
+    const omitted = Math.max(0, this.newlines - count(head) - count(tail));
+    const headText = head.toString("utf8");
+    const separator = headText === "" || headText.endsWith("\n") ? "" : "\n";
+    return { text: `${headText}${separator}... [${omitted} lines truncated] ...\n${tail.toString("utf8")}`, cut: true };
+  }
+}
+
+/** The budget split between two streams: each gets what it needs, up to a fair share. */
+function shares(budget, sizes) {
+  const [a, b] = sizes;
+  if (a + b <= budget) return [a, b];
+  const half = Math.floor(budget / 2);
+  if (a <= half) return [a, budget - a];
+  if (b <= half) return [budget - b, b];
+  return [half, budget - half];
 }
 
 export class AirlockSandbox extends BaseSandbox {
@@ -170,6 +273,8 @@ export class AirlockSandbox extends BaseSandbox {
   #filesOut;
   #execTimeoutMs;
   #maxOutputBytes;
+  #outputOverflow;
+  #headTailCeilingBytes;
   #id;
   #handle = null;
   #instanceId = null;
@@ -180,7 +285,17 @@ export class AirlockSandbox extends BaseSandbox {
    * Prefer `AirlockSandbox.create()`, which asks the daemon whether it can serve the spec before
    * any agent is built.
    */
-  constructor({ client, key, spec, backend, execTimeoutMs = DEFAULT_EXEC_TIMEOUT_MS, maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES, log = console }) {
+  constructor({
+    client,
+    key,
+    spec,
+    backend,
+    execTimeoutMs = DEFAULT_EXEC_TIMEOUT_MS,
+    maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES,
+    outputOverflow = "drop",
+    headTailCeilingBytes = DEFAULT_HEAD_TAIL_CEILING_BYTES,
+    log = console,
+  }) {
     super();
     if (!(client instanceof AirlockClient)) throw new TypeError("client must be an AirlockClient");
     this.#client = client;
@@ -192,6 +307,14 @@ export class AirlockSandbox extends BaseSandbox {
     this.#filesOut = checked.filesOut;
     this.#execTimeoutMs = positiveInteger(execTimeoutMs, "execTimeoutMs");
     this.#maxOutputBytes = positiveInteger(maxOutputBytes, "maxOutputBytes");
+    if (!OUTPUT_OVERFLOW_MODES.includes(outputOverflow)) {
+      throw new TypeError(`outputOverflow must be one of ${OUTPUT_OVERFLOW_MODES.join(", ")}`);
+    }
+    this.#outputOverflow = outputOverflow;
+    this.#headTailCeilingBytes = positiveInteger(headTailCeilingBytes, "headTailCeilingBytes");
+    if (outputOverflow === "head_tail" && this.#headTailCeilingBytes < this.#maxOutputBytes) {
+      throw new TypeError("headTailCeilingBytes must be at least maxOutputBytes");
+    }
     this.#log = log;
     // Opaque, because Deep Agents may show it to the model and a scope is often a tenant; stable,
     // because two adapters over one key, kind, backend and posture reach one sandbox.
@@ -316,8 +439,8 @@ export class AirlockSandbox extends BaseSandbox {
     if (typeof command !== "string" || command === "") {
       return { output: NOT_A_COMMAND, exitCode: 1, truncated: false };
     }
-    const seconds = this.#execTimeoutMs / 1000;
     try {
+      if (this.#outputOverflow === "head_tail") return await this.#executeHeadTail(command);
       const reply = await this.#call("POST", "/exec", {
         json: {
           shell: command,
@@ -338,30 +461,112 @@ export class AirlockSandbox extends BaseSandbox {
         }
         return { output, exitCode: body.result.exit_code, truncated: false };
       }
-      const error = reply.error() ?? {};
-      switch (error.type) {
-        case "Timeout":
-        case "SandboxQueuedTimeout":
-          return { output: TIMED_OUT(seconds), exitCode: EXIT_TIMEOUT, truncated: false };
-        case "SandboxExecOutputLimitExceeded":
-          return { output: OUTPUT_DROPPED(this.#maxOutputBytes), exitCode: EXIT_AIRLOCK, truncated: true };
-        default:
-          break;
-      }
-      this.#log.warn?.(`${this.#id}: exec answered ${reply.status} ${error.type}: ${error.message}`);
-      if (reply.status >= 500 && reply.status !== 503) {
-        return { output: EXEC_FAILED, exitCode: EXIT_AIRLOCK, truncated: false };
-      }
-      return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+      return this.#failure(reply.status, reply.error());
     } catch (error) {
-      if (error instanceof AirlockTransportError && error.timedOut) {
-        // The wait was given up and the connection closed: the daemon stops the command and
-        // condemns the instance.
-        return { output: TIMED_OUT(seconds), exitCode: EXIT_TIMEOUT, truncated: false };
-      }
-      this.#log.warn?.(`${this.#id}: exec failed: ${error?.message ?? error}`);
-      return { output: error instanceof AirlockTransportError ? SANDBOX_UNAVAILABLE : EXEC_FAILED, exitCode: EXIT_AIRLOCK, truncated: false };
+      return this.#thrown(error);
     }
+  }
+
+  /** A command that did not answer with a result, as the model reads it. */
+  #failure(status, error) {
+    const refused = error ?? {};
+    if (typeof refused.instance_id === "string" && refused.sandbox_reset === false) this.#note(refused.instance_id);
+    const seconds = this.#execTimeoutMs / 1000;
+    switch (refused.type) {
+      case "Timeout":
+        return { output: `${TIMED_OUT(seconds)} ${sandboxFate(refused)}`, exitCode: EXIT_TIMEOUT, truncated: false };
+      case "SandboxQueuedTimeout":
+        // Nothing ran: the sandbox is as it was.
+        return { output: TIMED_OUT(seconds), exitCode: EXIT_TIMEOUT, truncated: false };
+      case "SandboxExecOutputLimitExceeded":
+        return {
+          output: `${OUTPUT_DROPPED(this.#maxOutputBytes)} ${sandboxFate(refused)}`,
+          exitCode: EXIT_AIRLOCK,
+          truncated: true,
+        };
+      default:
+        break;
+    }
+    this.#log.warn?.(`${this.#id}: exec answered ${status} ${refused.type}: ${refused.message}`);
+    if (status >= 500 && status !== 503) {
+      const fate = refused.sandbox_reset === true || refused.condemned === true ? ` ${SANDBOX_RESET}` : "";
+      return { output: `${EXEC_FAILED}${fate}`, exitCode: EXIT_AIRLOCK, truncated: false };
+    }
+    return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+  }
+
+  #thrown(error) {
+    if (error instanceof AirlockTransportError && error.timedOut) {
+      // The wait was given up and the connection closed: the daemon stops the command, and
+      // keeps or condemns the instance by whether the backend confirms the kill.
+      return {
+        output: `${TIMED_OUT(this.#execTimeoutMs / 1000)} ${SANDBOX_MAYBE_RESET}`,
+        exitCode: EXIT_TIMEOUT,
+        truncated: false,
+      };
+    }
+    this.#log.warn?.(`${this.#id}: exec failed: ${error?.message ?? error}`);
+    return { output: error instanceof AirlockTransportError ? SANDBOX_UNAVAILABLE : EXEC_FAILED, exitCode: EXIT_AIRLOCK, truncated: false };
+  }
+
+  /**
+   * head_tail: the command's output streamed, each stream held to its first and last
+   * maxOutputBytes/2 bytes, rendered whole when it fits and head and tail around a marker when
+   * it does not. The daemon's ceiling (headTailCeilingBytes, overflow "truncate") bounds what
+   * is read; the command runs to its end either way.
+   */
+  async #executeHeadTail(command) {
+    const body = {
+      shell: command,
+      timeout_ms: this.#execTimeoutMs,
+      max_output_bytes: this.#headTailCeilingBytes,
+      overflow: "truncate",
+    };
+    const options = { timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS };
+    const keep = Math.max(1, Math.floor(this.#maxOutputBytes / 2));
+    for (let attempt = 0; attempt < 2; attempt += 1) {
+      if (this.#handle === null && (await this.#acquire(30_000)) === null) {
+        return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+      }
+      const streams = { stdout: new HeadTail(keep), stderr: new HeadTail(keep) };
+      let last = null;
+      for await (const event of this.#client.execStream(this.#handle, body, options)) {
+        if (event.type === "output") streams[event.stream === "stderr" ? "stderr" : "stdout"].add(event.data);
+        else last = event;
+      }
+      if (last?.status === 404 && last.error?.type === "SandboxHandleNotFound" && attempt === 0) {
+        // Nothing ran on a 404: acquire again (get-or-create starts it cold) and ask once more.
+        this.#handle = null;
+        continue;
+      }
+      if (last?.type !== "result") return this.#failure(last?.status ?? 502, last?.error);
+      this.#note(last.instance_id);
+      return this.#renderHeadTail(streams, last.result);
+    }
+    return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
+  }
+
+  #renderHeadTail({ stdout, stderr }, result) {
+    // The [stderr] prefixes grow the text; a budget leaves room for them.
+    const budget = this.#maxOutputBytes;
+    const wholeOut = stdout.whole();
+    const wholeErr = stderr.whole();
+    if (wholeOut !== null && wholeErr !== null && !result.truncated) {
+      const output = combine(wholeOut.toString("utf8"), wholeErr.toString("utf8"));
+      if (Buffer.byteLength(output, "utf8") <= budget) return { output, exitCode: result.exit_code, truncated: false };
+    }
+    // The markers and the [stderr] prefixes grow the text: the windows shrink until it fits.
+    const note = result.truncated ? `\n${UNREAD_PAST(this.#headTailCeilingBytes)}` : "";
+    let room = budget - Buffer.byteLength(note, "utf8");
+    let output = "";
+    for (let attempt = 0; attempt < 8; attempt += 1) {
+      const [outShare, errShare] = shares(Math.max(0, room), [stdout.total, stderr.total]);
+      output = combine(stdout.render(outShare).text, stderr.render(errShare).text) + note;
+      const over = Buffer.byteLength(output, "utf8") - budget;
+      if (over <= 0) break;
+      room -= over + 16;
+    }
+    return { output, exitCode: result.exit_code, truncated: true };
   }
 
   // ---- files in -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import { HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { AIMessage } from "@langchain/core/messages";
 import { createDeepAgent } from "deepagents";
 
-import { AirlockClient, AirlockSandbox } from "../src/index.js";
+import { AirlockClient, AirlockSandbox, SANDBOX_KEPT } from "../src/index.js";
 import { linuxUnavailable, skipLoudly, startDaemon } from "./helpers/daemon.mjs";
 import { ScriptedChatModel, call, text } from "./helpers/scripted-model.mjs";
 
@@ -129,9 +129,58 @@ describe("a full agent turn on the linux backend", () => {
       const result = await agent.invoke({ messages: [new HumanMessage("go")] });
       const out = toolOutputs(result);
       assert.match(out.slow, /Error: the command did not finish within 1\.5 seconds\./);
+      assert.ok(out.slow.includes(SANDBOX_KEPT), out.slow);
       assert.match(out.flood, /output exceeded 4096 bytes and was dropped/);
+      assert.ok(out.flood.includes(SANDBOX_KEPT), out.flood);
       assert.match(out.after, /^still-serving\n/);
       assert.equal(result.messages.at(-1).content, "done", "the turn reached its end");
+    } finally {
+      assert.equal(await sandbox.close(), true);
+    }
+  });
+
+  test("a flood and a timeout leave the agent's notes.md in place, and the model reads what happened", async (t) => {
+    if (reason) return skipLoudly(t, reason);
+    const key = { scope: "tenant", thread_id: "conversation-3", agent_dir: "coder" };
+    const client = new AirlockClient({ socketPath: daemon.socketPath });
+    // The defaults a host takes (a 1 MiB output budget): `seq 1 300000` prints about 2 MB.
+    const sandbox = await AirlockSandbox.create({ client, key, execTimeoutMs: 3000, log: quiet });
+    const headTail = await AirlockSandbox.create({ client, key, execTimeoutMs: 30_000, maxOutputBytes: 8192, outputOverflow: "head_tail", log: quiet });
+    try {
+      const agent = createDeepAgent({
+        model: new ScriptedChatModel([
+          call("notes", "write_file", { file_path: `${WORK}/notes.md`, content: "# plan\n1. count\n" }),
+          call("flood", "execute", { command: "seq 1 300000" }),
+          call("slow", "execute", { command: "sleep 30" }),
+          call("read", "read_file", { file_path: `${WORK}/notes.md` }),
+          new AIMessage("done"),
+        ]),
+        backend: sandbox,
+      });
+      const result = await agent.invoke({ messages: [new HumanMessage("count, then wait")] });
+      const out = toolOutputs(result);
+      assert.doesNotMatch(out.notes, /Failed|Error/);
+      assert.match(out.flood, /^Error: the command's output exceeded 1048576 bytes and was dropped\. /);
+      assert.ok(out.flood.includes(SANDBOX_KEPT), out.flood);
+      assert.match(out.slow, /^Error: the command did not finish within 3 seconds\. /);
+      assert.ok(out.slow.includes(SANDBOX_KEPT), out.slow);
+      assert.match(out.read, /# plan/, "the notes survived the flood and the timeout");
+      assert.equal(result.messages.at(-1).content, "done");
+
+      // The same flood through head_tail: Deep Agents' own marker between the head and the tail.
+      const ht = createDeepAgent({
+        model: new ScriptedChatModel([call("seq", "execute", { command: "seq 1 300000" }), new AIMessage("done")]),
+        backend: headTail,
+      });
+      const seq = toolOutputs(await ht.invoke({ messages: [new HumanMessage("count")] })).seq;
+      assert.match(seq, /^1\n2\n3\n/);
+      assert.match(seq, /\.\.\. \[\d+ lines truncated\] \.\.\./);
+      assert.match(seq, /299999\n300000\n/);
+      assert.match(seq, /\[Command succeeded with exit code 0\]/);
+      assert.match(seq, /\[Output was truncated due to size limits\]/);
+      assert.ok(seq.length < 8192 + 200, `held to the budget: ${seq.length}`);
+      const [notes] = await sandbox.downloadFiles([`${WORK}/notes.md`]);
+      assert.equal(new TextDecoder().decode(notes.content), "# plan\n1. count\n");
     } finally {
       assert.equal(await sandbox.close(), true);
     }

@@ -11,6 +11,8 @@ import {
   DEFAULT_TRANSFER_LIMITS,
   EXIT_AIRLOCK,
   EXIT_TIMEOUT,
+  SANDBOX_KEPT,
+  SANDBOX_RESET,
   SANDBOX_UNAVAILABLE,
   deepagentsSpec,
 } from "../src/index.js";
@@ -169,6 +171,39 @@ describe("over TCP with a bearer token", () => {
   });
 });
 
+// A backend that cannot confirm a kill: every command's end is unknown (the testing backend's
+// fault injection raises a Timeout with kill_confirmed unset), so the daemon condemns.
+describe("on a backend that cannot confirm a kill", () => {
+  let daemon;
+  let client;
+  before(async () => {
+    daemon = await startDaemon("testing", [], {}, { raises: { type: "Timeout", message: "the command did not finish" } });
+    client = new AirlockClient({ socketPath: daemon.socketPath });
+  });
+  after(async () => daemon?.stop());
+
+  for (const outputOverflow of ["drop", "head_tail"]) {
+    test(`a timeout resets the sandbox, and the model is told its files are gone (${outputOverflow})`, async () => {
+      const box = await AirlockSandbox.create({
+        client,
+        key: { scope: `unconfirmed-${outputOverflow}` },
+        execTimeoutMs: 1000,
+        outputOverflow,
+        log: quiet,
+      });
+      assert.deepEqual((await box.uploadFiles([["/maf-sandbox/work/notes.md", encode("remember")]])).map((r) => r.error), [null]);
+      assert.deepEqual(await box.execute("echo hi"), {
+        output: `Error: the command did not finish within 1 seconds. ${SANDBOX_RESET}`,
+        exitCode: EXIT_TIMEOUT,
+        truncated: false,
+      });
+      const [notes] = await box.downloadFiles(["/maf-sandbox/work/notes.md"]);
+      assert.equal(notes.error, "file_not_found", "what the model was told is gone is gone");
+      await box.close();
+    });
+  }
+});
+
 // Tests that need a shell: the testing backend's emulated one (sleep honours deadlines, output
 // ceilings hold, chmod 000 makes a file unreadable to the guest), and linux's real one.
 for (const backend of ["testing", "linux"]) {
@@ -219,30 +254,82 @@ for (const backend of ["testing", "linux"]) {
       await box.close();
     });
 
-    test("a command past its deadline comes back as a timeout, and its proven kill keeps the sandbox", async (t) => {
+    test("a command past its deadline comes back as a timeout; its proven kill keeps the sandbox and its files", async (t) => {
       if (reason) return skipLoudly(t, reason);
       const box = await AirlockSandbox.create({ client, key: { scope: "timeout" }, execTimeoutMs: 1000, log: quiet });
       const first = await box.execute("echo warm");
       const warm = box.instanceId;
       assert.deepEqual(first, { output: "warm\n", exitCode: 0, truncated: false });
+      await box.uploadFiles([["/maf-sandbox/work/notes.md", encode("remember")]]);
       const slow = await box.execute("sleep 30");
-      assert.deepEqual(slow, { output: "Error: the command did not finish within 1 seconds.", exitCode: EXIT_TIMEOUT, truncated: false });
+      assert.deepEqual(slow, {
+        output: `Error: the command did not finish within 1 seconds. ${SANDBOX_KEPT}`,
+        exitCode: EXIT_TIMEOUT,
+        truncated: false,
+      });
       const next = await box.execute("echo warm again");
       assert.equal(next.output, "warm again\n");
       assert.equal(box.instanceId, warm, "the instance whose command was proven stopped was kept");
+      const [notes] = await box.downloadFiles(["/maf-sandbox/work/notes.md"]);
+      assert.equal(decode(notes.content), "remember", "the conversation's file is still there");
       await box.close();
     });
 
-    test("an output flood is dropped whole, never cut", async (t) => {
+    test("an output flood is dropped whole, never cut, and the model is told the sandbox is intact", async (t) => {
       if (reason) return skipLoudly(t, reason);
       const box = await AirlockSandbox.create({ client, key: { scope: "flood" }, maxOutputBytes: 4096, log: quiet });
+      await box.uploadFiles([["/maf-sandbox/work/notes.md", encode("remember")]]);
+      const before = (await box.execute("echo before")).output && box.instanceId;
       const flood = await box.execute("head -c 50000000 /dev/zero");
       assert.deepEqual(flood, {
-        output: "Error: the command's output exceeded 4096 bytes and was dropped.",
+        output: `Error: the command's output exceeded 4096 bytes and was dropped. ${SANDBOX_KEPT}`,
         exitCode: EXIT_AIRLOCK,
         truncated: true,
       });
       assert.equal((await box.execute("echo after")).output, "after\n");
+      assert.equal(box.instanceId, before);
+      const [notes] = await box.downloadFiles(["/maf-sandbox/work/notes.md"]);
+      assert.equal(decode(notes.content), "remember");
+      await box.close();
+    });
+
+    test("head_tail renders a long output's head and tail around Deep Agents' marker", async (t) => {
+      if (reason) return skipLoudly(t, reason);
+      const box = await AirlockSandbox.create({
+        client,
+        key: { scope: "head-tail" },
+        maxOutputBytes: 4096,
+        outputOverflow: "head_tail",
+        log: quiet,
+      });
+      const lines = Array.from({ length: 300_000 }, (_, i) => `${i + 1}\n`).join("");
+      assert.deepEqual((await box.uploadFiles([["/maf-sandbox/work/lines.txt", encode(lines)]])).map((r) => r.error), [null]);
+      const long = await box.execute("cat /maf-sandbox/work/lines.txt");
+      assert.equal(long.truncated, true);
+      assert.equal(long.exitCode, 0);
+      assert.ok(Buffer.byteLength(long.output) <= 4096, `within the budget: ${Buffer.byteLength(long.output)} bytes`);
+      assert.match(long.output, /^1\n2\n3\n/, "the head, from the first line");
+      assert.match(long.output, /\n299999\n300000\n$/, "the tail, to the last line");
+      const marker = long.output.match(/\n\.\.\. \[(\d+) lines truncated\] \.\.\.\n/);
+      assert.ok(marker, long.output.slice(1900, 2200));
+      const shown = long.output.split("\n").filter((line) => /^\d+$/.test(line)).length;
+      assert.equal(Number(marker[1]) + shown, 300_000, "the marker counts exactly the lines left out");
+      // What fits comes back whole, as in drop mode; the stderr prefix as Deep Agents renders it.
+      assert.deepEqual(await box.execute("echo out; echo err >&2; exit 2"), { output: "out\n\n[stderr] err", exitCode: 2, truncated: false });
+      // A timeout reads the same in both modes.
+      const slow = await AirlockSandbox.create({
+        client,
+        key: { scope: "head-tail" },
+        execTimeoutMs: 1000,
+        outputOverflow: "head_tail",
+        log: quiet,
+      });
+      assert.deepEqual(await slow.execute("sleep 30"), {
+        output: `Error: the command did not finish within 1 seconds. ${SANDBOX_KEPT}`,
+        exitCode: EXIT_TIMEOUT,
+        truncated: false,
+      });
+      assert.throws(() => new AirlockSandbox({ client, key: { scope: "x" }, spec: deepagentsSpec(), outputOverflow: "tail" }), /outputOverflow/);
       await box.close();
     });
 

@@ -96,14 +96,18 @@ async function purgeEverything(socketPath, stateDir) {
 
 /**
  * Starts airlockd over `backend` ("testing" or "linux"); resolves once it serves.
+ * `backendOptions` are merged into the backend's entry of the router document (the testing
+ * backend's fault injection: `raises`, say).
  * @returns {Promise<{socketPath: string, tcp: string|null, stateDir: string, pid: number, stop: () => Promise<void>, log: () => string}>}
  */
-export async function startDaemon(backend = "testing", extraArgs = [], files = {}) {
+export async function startDaemon(backend = "testing", extraArgs = [], files = {}, backendOptions = {}) {
   const dir = mkdtempSync(join(tmpdir(), "airlockd-js-"));
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, name), content, { mode: 0o600 });
   extraArgs = extraArgs.map((arg) => arg.replaceAll("{dir}", dir));
   const config = join(dir, "config.json");
-  writeFileSync(config, JSON.stringify(CONFIGS[backend](dir)));
+  const document = CONFIGS[backend](dir);
+  Object.assign(document.backends[0], backendOptions);
+  writeFileSync(config, JSON.stringify(document));
   const socketPath = join(dir, "airlockd.sock");
   const stateDir = join(dir, "state");
   const ready = join(dir, "ready.json");

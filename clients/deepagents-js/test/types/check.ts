@@ -9,7 +9,13 @@ async function typed(): Promise<void> {
     client,
     key: { scope: "tenant", thread_id: "t", agent_dir: "a" },
     spec: deepagentsSpec({ egressAllow: ["pypi.org"] }),
+    outputOverflow: "head_tail",
   });
+  for await (const event of client.execStream("handle", { argv: ["true"] })) {
+    if (event.type === "output") void event.data.length;
+    else if (event.type === "result") void event.result.exit_code;
+    else void event.error.sandbox_reset;
+  }
   const backend: SandboxBackendProtocolV2 = sandbox;
   const response = await backend.execute("true");
   const code: number | null = response.exitCode;
