@@ -81,11 +81,41 @@ class IsADirectory(SandboxSystemError, IsADirectoryError):
     type = "IsADirectory"
 
 
-class SandboxTimeout(SandboxSystemError, TimeoutError):
+#: What a model is told after a stopped command whose every process the backend proved gone.
+SANDBOX_KEPT_MESSAGE = (
+    "The command was stopped and every process it started is gone; the sandbox is intact, with "
+    "every file written earlier in this conversation.")
+#: What a model is told after a command whose end is unknown, once its sandbox was condemned.
+SANDBOX_RESET_MESSAGE = (
+    "The sandbox was reset: the command's end could not be confirmed (its processes may have "
+    "outlived it), so the sandbox was replaced by a fresh one, and every file written earlier in "
+    "this conversation is gone.")
+
+
+class _StoppedCommand:
+    """What a stopped command (its deadline, its output ceiling, a stop request) means for its
+    sandbox: keep it only when the backend proved every process of the command gone.
+
+    ``sandbox_reset``: True when the sandbox must be condemned (``SandboxToolCall.condemn()``)
+    because the command's end is unknown — its processes may still be running and writing;
+    ``sandbox_message``: the sentence to tell the model, either way."""
+
+    @property
+    def sandbox_reset(self):
+        return self.kill_confirmed is not True
+
+    @property
+    def sandbox_message(self):
+        return SANDBOX_RESET_MESSAGE if self.sandbox_reset else SANDBOX_KEPT_MESSAGE
+
+
+class SandboxTimeout(_StoppedCommand, SandboxSystemError, TimeoutError):
     """The caller's deadline expired — and nothing else.
 
     ``kill_confirmed``: whether the command's process group was confirmed gone (None: unknown);
-    ``partial_stdout`` / ``partial_stderr``: output so far, as bytes, when known."""
+    ``partial_stdout`` / ``partial_stderr``: output so far, as bytes, when known;
+    ``sandbox_reset`` / ``sandbox_message``: whether to condemn the sandbox, and what to tell the
+    model (condemn unless the kill is confirmed)."""
 
     type = "Timeout"
     kill_confirmed = None
@@ -94,18 +124,34 @@ class SandboxTimeout(SandboxSystemError, TimeoutError):
 
 
 class SandboxQueuedTimeout(SandboxTimeout):
-    """The deadline passed while the call waited for its turn: the program never started."""
+    """The deadline passed while the call waited for its turn: the program never started, so
+    the sandbox is as it was (``sandbox_reset`` is False)."""
 
     type = "SandboxQueuedTimeout"
 
+    @property
+    def sandbox_reset(self):
+        return False
+
+    @property
+    def sandbox_message(self):
+        return "The command never started; the sandbox is as it was."
+
 
 class SandboxProgramTimeout(SandboxTimeout):
-    """A host-tool run's own bound expired. Branch on ``signal``, not on the message."""
+    """A host-tool run's own bound expired. Branch on ``signal``, not on the message.
+
+    ``sandbox_reset`` is False only when SIGKILL reached the run's whole process group
+    (``signal == "sent"`` and ``reach == "group"``)."""
 
     type = "SandboxProgramTimeout"
     output = ""
     signal = "unknown"
     reach = "nothing"
+
+    @property
+    def sandbox_reset(self):
+        return not (self.signal == "sent" and self.reach == "group")
 
 
 # ---- the router's refusals -------------------------------------------------------------------
@@ -203,8 +249,10 @@ class SandboxTransferCapExceeded(SandboxOutputError):
 # ---- exec and shell roads --------------------------------------------------------------------
 
 
-class SandboxExecOutputLimitExceeded(AirlockError, RuntimeError):
-    """A bounded exec's output passed its ceiling; nothing of it is returned. Not a timeout."""
+class SandboxExecOutputLimitExceeded(_StoppedCommand, AirlockError, RuntimeError):
+    """A bounded exec's output passed its ceiling; nothing of it is returned. Not a timeout.
+
+    ``sandbox_reset`` / ``sandbox_message``: condemn the sandbox unless ``kill_confirmed``."""
 
     type = "SandboxExecOutputLimitExceeded"
     limit = 0

@@ -5,6 +5,8 @@
 
 #include <pybind11/stl.h>
 
+#include <functional>
+#include <optional>
 #include <stop_token>
 
 #include "bindings.hpp"
@@ -85,7 +87,7 @@ void bind_sandbox(py::module_& module) {
           [](Sandbox& sandbox, py::handle command, const std::string& working_directory,
              py::handle timeout, py::handle max_output_bytes, bool truncate, py::handle stdin_data,
              std::optional<std::map<std::string, std::string>> environment,
-             const std::stop_source* stop) {
+             const std::stop_source* stop, py::object on_output) {
             const Command parsed = command_from_python(command);
             ExecOptions options;
             options.working_directory = working_directory;
@@ -99,21 +101,61 @@ void bind_sandbox(py::module_& module) {
               for (auto& [name, value] : *environment)
                 options.environment.emplace_back(name, value);
             }
-            if (stop != nullptr) options.stop = stop->get_token();
+            if (!on_output.is_none() && !PyCallable_Check(on_output.ptr())) {
+              throw py::type_error("on_output: expected a callable (stream, data)");
+            }
+            // The command's own stop: the caller's StopSource, and a callback that raised.
+            std::stop_source stopping;
+            std::optional<std::stop_callback<std::function<void()>>> forward;
+            if (stop != nullptr) {
+              forward.emplace(stop->get_token(),
+                              std::function<void()>([&stopping] { stopping.request_stop(); }));
+            }
+            options.stop = stopping.get_token();
+            // A callback that raises stops the command; its exception is raised once exec has
+            // returned, never thrown through the backend's loop.
+            std::optional<py::error_already_set> raised;
+            if (!on_output.is_none()) {
+              options.on_output = [&](OutputStream stream, std::string_view bytes) {
+                py::gil_scoped_acquire acquire;
+                if (raised) return;
+                try {
+                  on_output(stream == OutputStream::stdout_stream ? "stdout" : "stderr",
+                            py::bytes(bytes.data(), bytes.size()));
+                } catch (py::error_already_set& error) {
+                  raised.emplace(std::move(error));
+                  stopping.request_stop();
+                }
+              };
+            }
             ExecResult result;
-            {
+            try {
               py::gil_scoped_release release;
               result = sandbox.exec(parsed, options);
+            } catch (const Timeout&) {
+              if (raised) throw std::move(*raised);
+              throw;
             }
+            if (raised) throw std::move(*raised);
+            // A backend that collected instead of streaming: its output is handed over now, as
+            // the contract has it (a no-op for one that streamed).
+            if (options.on_output) deliver_collected_output(result, options);
+            if (raised) throw std::move(*raised);
             return result;
           },
           py::arg("command"), py::kw_only(), py::arg("working_directory"), py::arg("timeout") = 60,
           py::arg("max_output_bytes") = py::none(), py::arg("truncate") = false,
           py::arg("stdin") = py::none(), py::arg("environment") = py::none(),
-          py::arg("stop") = nullptr,
+          py::arg("stop") = nullptr, py::arg("on_output") = py::none(),
           "Run an argv (list of str, never through a shell) or a shell line (str). "
           "SandboxTimeout (a TimeoutError) means exactly that `timeout` seconds passed, or that "
-          "`stop` (a StopSource) was requested: the command's process group is then killed.")
+          "`stop` (a StopSource) was requested: the command's process group is then killed; "
+          "its `sandbox_reset` says whether the sandbox must be condemned (the kill was not "
+          "confirmed). `on_output(stream, data)`, when given, is called with each chunk of output "
+          "as it arrives (stream is \"stdout\" or \"stderr\", data is bytes), on the thread "
+          "that called exec, and the result's stdout/stderr are then empty; a backend that cannot "
+          "stream calls it once per stream when the command ends. An exception it raises stops "
+          "the command and is raised from exec.")
       .def(
           "exec_bounded",
           [](Sandbox& sandbox, py::handle command, const std::string& working_directory,
