@@ -187,8 +187,6 @@ ExecResult run_in_foreground(Sandbox& sandbox, const Command& command, const Exe
   exec.timeout = Milliseconds(static_cast<long long>(flags.timeout_seconds * 1000));
   exec.max_output_bytes = flags.max_output;
   exec.overflow = flags.truncate ? OutputOverflow::truncate : OutputOverflow::refuse;
-  exec.control = relay.control();
-  exec.stop = relay.stop_token();
   if (flags.interactive) exec.stdin_fd = 0;
   OutputRelay output;
   if (!collect) exec.on_output = output.callback();
@@ -205,7 +203,7 @@ ExecResult run_in_foreground(Sandbox& sandbox, const Command& command, const Exe
   }
   ExecResult result;
   try {
-    result = sandbox.exec(command, exec);
+    result = exec_relayed(sandbox, command, exec, relay);
   } catch (const Error& error) {
     if (raw) raw->restore();
     relay.set_before_forced_exit({});

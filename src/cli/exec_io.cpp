@@ -106,6 +106,17 @@ void SignalRelay::loop() {
 
 void SignalRelay::on_terminating(int number) {
   ++count_;
+  if (count_ == 1 && stop_on_first_.load()) {
+    // Nothing can pass the signal on: the first one stops the command, as a second would.
+    first_.store(number);
+    count_ = 2;
+    stop_.request_stop();
+    if (!quiet_) {
+      note(signal_name(number) +
+           ": this backend cannot pass signals on; stopping the command (again to leave at once)");
+    }
+    return;
+  }
   const std::string name = signal_name(number);
   if (count_ == 1) {
     first_.store(number);
@@ -128,6 +139,22 @@ void SignalRelay::on_terminating(int number) {
   if (hook) hook();
   if (!abandon.empty()) note(abandon);
   ::_exit(128 + first_.load());
+}
+
+ExecResult exec_relayed(Sandbox& sandbox, const Command& command, ExecOptions options,
+                        SignalRelay& relay) {
+  if (!options.stop.stop_possible()) options.stop = relay.stop_token();
+  if (options.control) return sandbox.exec(command, options);
+  options.control = relay.control();
+  try {
+    return sandbox.exec(command, options);
+  } catch (const NotSupported&) {
+    // Refused before anything ran (the backends check the options first). Whatever else it
+    // refuses (a terminal, say) is refused again below, by the same words.
+    relay.stop_on_first_signal();
+    options.control.reset();
+    return sandbox.exec(command, options);
+  }
 }
 
 std::optional<WindowSize> terminal_size(int fd) {

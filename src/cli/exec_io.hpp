@@ -52,6 +52,10 @@ class SignalRelay {
   int received() const noexcept { return first_.load(); }
   int exit_code() const noexcept { return 128 + received(); }
 
+  // For a backend that cannot pass signals on: from now on the first terminating signal stops
+  // the command (its process group is killed, as the second would) instead of forwarding it.
+  void stop_on_first_signal() noexcept { stop_on_first_.store(true); }
+
   // SIGWINCH resizes the command's terminal to the size of `tty` (a local terminal's fd).
   void watch_window(int tty);
   // Printed before a forced exit (third signal).
@@ -68,6 +72,7 @@ class SignalRelay {
   std::stop_source stop_;
   std::atomic<int> first_{0};
   std::atomic<int> tty_{-1};
+  std::atomic<bool> stop_on_first_{false};
   int count_ = 0;
   std::mutex mutex_;  // abandon_note_, before_forced_exit_
   std::string abandon_note_;
@@ -76,6 +81,12 @@ class SignalRelay {
   base::UniqueFd wake_;
   std::thread thread_;
 };
+
+// `sandbox.exec(command, options)` with the relay's control and stop attached (unless the caller
+// set its own). A backend that refuses signal forwarding up front (NotSupported, before anything
+// ran) is asked again without it, and the relay then stops the command on the first signal.
+ExecResult exec_relayed(Sandbox& sandbox, const Command& command, ExecOptions options,
+                        SignalRelay& relay);
 
 // The local terminal's size (rows and columns of `fd`), or nullopt when `fd` is no terminal.
 std::optional<WindowSize> terminal_size(int fd);

@@ -18,10 +18,7 @@ class RelayedSandbox final : public Sandbox {
     inner_->write_file(path, content, working_directory);
   }
   ExecResult exec(const Command& command, const ExecOptions& options) override {
-    ExecOptions relayed = options;
-    if (!relayed.control) relayed.control = relay_.control();
-    if (!relayed.stop.stop_possible()) relayed.stop = relay_.stop_token();
-    return inner_->exec(command, relayed);
+    return exec_relayed(*inner_, command, options, relay_);
   }
   ExecResult run_code(std::string_view code, Milliseconds timeout) override {
     return inner_->run_code(code, timeout);
