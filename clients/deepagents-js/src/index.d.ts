@@ -1,11 +1,31 @@
+/// <reference types="node" />
 // Types for @airlock/deepagents (the implementation is ESM JavaScript in index.js and client.js).
-import type { BaseSandbox, ExecuteResponse, FileDownloadResponse, FileUploadResponse } from "deepagents";
+// The wire-level types (the JSON bodies the adapter sends and reads) are checked against
+// docs/api/openapi.yaml by test/openapi.test.mjs: types generated from the document at test time
+// must be assignable to and from them, field for field.
+import { BaseSandbox, SandboxError } from "deepagents";
+import type {
+  ExecuteResponse,
+  FileDownloadResponse,
+  FileUploadResponse,
+  SandboxErrorCode,
+  SandboxGetOrCreateOptions,
+} from "deepagents";
 
+/** What names a conversation's sandbox; from the host's request context — never from the model. */
 export interface SandboxKey {
-  /** From the host's request context — never from the model. */
   scope: string;
+  /** Default "" (every field is sent; an empty string is a value like any other). */
   thread_id?: string;
+  /** Default "". */
   agent_dir?: string;
+}
+
+/** The key as the adapter sends it: every field present (OpenAPI SandboxKey). */
+export interface WireSandboxKey {
+  scope: string;
+  thread_id: string;
+  agent_dir: string;
 }
 
 export interface TransferLimits {
@@ -14,21 +34,178 @@ export interface TransferLimits {
   max_files: number;
 }
 
-/** The JSON wire format of a spec (docs/api/openapi.yaml, SandboxSpec). */
+/** OpenAPI SandboxSpec.requires. */
+export type Capability =
+  | "exec"
+  | "run_code"
+  | "host_tools"
+  | "files_in"
+  | "files_out"
+  | "files_list"
+  | "files_delete"
+  | "snapshot"
+  | "attached_identity";
+
+/** OpenAPI SandboxSpec.min_isolation. */
+export type IsolationLevel = "none" | "runtime" | "os_process" | "container" | "hardened_container" | "microvm" | "vm";
+
+/** OpenAPI DeclaredOutput. */
+export interface DeclaredOutput {
+  path: string;
+  disposition?: "land" | "consume";
+  media_type?: string | null;
+  required?: boolean;
+  name?: string | null;
+}
+
+export interface SandboxResources {
+  memory_bytes?: number;
+  pids?: number;
+  cpu_millis?: number;
+  disk_bytes?: number;
+}
+
+/** The JSON wire format of a spec (OpenAPI SandboxSpec). */
 export interface SandboxSpec {
   kind: string;
   image?: string | null;
   image_id?: string | null;
-  egress?: "closed" | "allowlist";
+  /** "unrestricted" is refused by this adapter: the model writes the commands. */
+  egress?: "closed" | "allowlist" | "unrestricted";
   egress_allow?: string[];
   work_dir?: string;
   labels?: Record<string, string>;
-  requires?: string[];
-  min_isolation?: string | null;
+  requires?: Capability[];
+  min_isolation?: IsolationLevel | null;
+  declared_outputs?: DeclaredOutput[];
   files_in?: TransferLimits;
   files_out?: TransferLimits;
-  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number; disk_bytes?: number };
-  [field: string]: unknown;
+  outputs_named_at_call_time?: boolean;
+  identities?: Array<"app" | "user">;
+  requires_os_family?: "posix" | "windows" | null;
+  resources?: SandboxResources;
+}
+
+// ---- the JSON bodies the adapter sends and reads --------------------------------------------
+
+/** POST /v1/check, request. */
+export interface CheckRequestBody {
+  spec: SandboxSpec;
+}
+
+/** OpenAPI RoutingDecision. */
+export interface RoutingDecision {
+  backend: string;
+  backend_isolation?: string;
+  effective_floor: string;
+  passed: Array<{ check?: string; detail?: string }>;
+}
+
+/** POST /v1/check, 200. */
+export interface CheckResponseBody {
+  accepted: true;
+  decision: RoutingDecision;
+}
+
+/** POST /v1/sandboxes (acquire), request. */
+export interface AcquireRequestBody {
+  key: WireSandboxKey;
+  spec: SandboxSpec;
+}
+
+/** POST /v1/sandboxes, 200 and 201. */
+export interface AcquireResponseBody {
+  /** The handle. */
+  sandbox: string;
+  instance_id: string;
+  decision: RoutingDecision;
+  spec: SandboxSpec;
+}
+
+/** GET /v1/sandboxes/{handle}, 200 (OpenAPI Handle): what AirlockSandbox.fromId() reads. */
+export interface HandleRecord {
+  sandbox: string;
+  backend: string;
+  key: WireSandboxKey;
+  kind: string;
+  egress_posture: string;
+  instance_id: string;
+  created_at: number;
+  spec: SandboxSpec;
+}
+
+/** DELETE /v1/sandboxes/{handle}, 200. */
+export interface DisposeResponseBody {
+  sandbox: string;
+  instance_id: string;
+  disposed: boolean;
+  forgotten: boolean;
+}
+
+/** POST /v1/purge, request. */
+export interface PurgeRequestBody {
+  scope: string;
+  thread_id?: string;
+}
+
+/** POST /v1/purge, 200. */
+export interface PurgeResponseBody {
+  disposed: number;
+  handles_forgotten: number;
+}
+
+/** POST /v1/sandboxes/{handle}/exec and …/exec/stream, request (OpenAPI ExecRequest). */
+export interface ExecRequestBody {
+  argv?: string[];
+  shell?: string;
+  working_directory?: string;
+  timeout_ms?: number;
+  max_output_bytes?: number;
+  overflow?: "refuse" | "truncate";
+  stdin_base64?: string;
+  environment?: Record<string, string>;
+}
+
+/** OpenAPI ExecResult. */
+export interface ExecResult {
+  stdout?: string;
+  stderr?: string;
+  stdout_base64?: string;
+  stderr_base64?: string;
+  exit_code: number;
+  signal?: number;
+  truncated: boolean;
+}
+
+/** POST /v1/sandboxes/{handle}/exec, 200. */
+export interface ExecResponseBody {
+  result: ExecResult;
+  instance_id: string;
+  duration_ms: number;
+}
+
+/** One NDJSON line of POST …/exec/stream (OpenAPI ExecStreamLine), before the client decodes it. */
+export interface ExecStreamLine {
+  type: "output" | "result" | "error";
+  stream?: "stdout" | "stderr";
+  data_base64?: string;
+  status?: number;
+  result?: ExecResult;
+  instance_id?: string;
+  duration_ms?: number;
+  error?: Record<string, unknown>;
+}
+
+/** PUT /v1/sandboxes/{handle}/files, 200. */
+export interface PutFileResponseBody {
+  path: string;
+  size_bytes: number;
+  instance_id: string;
+}
+
+/** Every error answer (OpenAPI Error). */
+export interface ErrorResponseBody {
+  error: AirlockError;
 }
 
 export declare const DEEPAGENTS_KIND: "deepagents";
@@ -56,9 +233,9 @@ export interface DeepagentsSpecOptions {
   workDir?: string;
   filesIn?: TransferLimits;
   filesOut?: TransferLimits;
-  minIsolation?: string;
+  minIsolation?: IsolationLevel;
   kind?: string;
-  resources?: { memory_bytes?: number; pids?: number; cpu_millis?: number; disk_bytes?: number };
+  resources?: SandboxResources;
 }
 
 export declare function deepagentsSpec(options?: DeepagentsSpecOptions): SandboxSpec;
@@ -71,20 +248,26 @@ export declare class AirlockReply {
   error(): AirlockError | null;
 }
 
-/** The daemon's error object (docs/api/openapi.yaml, Error). */
+/** The daemon's error object (OpenAPI Error.error). */
 export interface AirlockError {
+  /** The error's stable name (OpenAPI ErrorType): SandboxHandleNotFound, Timeout, … */
   type: string;
   message: string;
   check?: string;
-  refusal?: string;
+  refusal?: "file_not_found" | "is_directory" | "permission_denied" | "invalid_path";
+  /** The older name of sandbox_reset. */
   condemned?: boolean;
   /** After an exec that did not end normally: whether the sandbox was replaced. */
   sandbox_reset?: boolean;
   /** The same, as a sentence for the model. */
   sandbox_message?: string;
-  kill_confirmed?: boolean;
   instance_id?: string;
-  [field: string]: unknown;
+  cancelled?: boolean;
+  cap?: string;
+  file?: string;
+  limit?: number;
+  size?: number;
+  kill_confirmed?: boolean;
 }
 
 /** One event of AirlockClient.execStream. */
@@ -93,7 +276,7 @@ export type ExecStreamEvent =
   | {
       type: "result";
       status: 200;
-      result: { exit_code: number; truncated: boolean; signal?: number; [field: string]: unknown };
+      result: ExecResult;
       instance_id: string;
       duration_ms: number;
     }
@@ -145,18 +328,94 @@ export interface AirlockSandboxOptions {
   log?: { warn?: (message: string) => void };
 }
 
+/**
+ * The codes AirlockSandboxError carries: Deep Agents' own (SandboxErrorCode) and the ones its
+ * sandbox providers add, plus DAEMON_UNREACHABLE and SANDBOX_INCOMPATIBLE.
+ */
+export type AirlockSandboxErrorCode =
+  | SandboxErrorCode
+  /** The daemon knows no sandbox by that id (a handle never acquired, disposed or purged). */
+  | "SANDBOX_NOT_FOUND"
+  /** The daemon refused the spec or the acquire (router checks, a handle under another spec). */
+  | "SANDBOX_CREATION_FAILED"
+  /** The daemon's TCP listener refused the bearer token. */
+  | "AUTHENTICATION_FAILED"
+  /** No answer from the daemon: the socket is absent, or the wait was given up. */
+  | "DAEMON_UNREACHABLE"
+  /** The id names a sandbox whose spec is no Deep Agents sandbox (exec, files_in, files_out). */
+  | "SANDBOX_INCOMPATIBLE";
+
+/** Thrown by create(), initialize(), fromId() and getOrCreate() — never by execute() or the file methods. */
+export declare class AirlockSandboxError extends SandboxError {
+  readonly code: AirlockSandboxErrorCode;
+  readonly name: "AirlockSandboxError";
+  /** The daemon's error type (OpenAPI ErrorType) when the daemon answered with one. */
+  readonly type?: string;
+  /** The field or router check that refused, when the daemon named one. */
+  readonly check?: string;
+  /** The HTTP status, when the daemon answered. */
+  readonly status?: number;
+  constructor(
+    message: string,
+    code: AirlockSandboxErrorCode,
+    cause?: Error,
+    details?: { type?: string; check?: string; status?: number },
+  );
+  static isInstance(error: unknown): error is AirlockSandboxError;
+}
+
+/** execute()'s options, as Deep Agents' sandbox providers take them. */
+export interface ExecuteOptions {
+  /**
+   * This command's deadline in seconds (fractions allowed), instead of execTimeoutMs. Must be
+   * positive: airlock bounds every command (the daemon's --max-exec-timeout-ms caps it), so 0
+   * does not mean "no deadline"; a value that is not a positive number is answered, without
+   * running, with exit code 1.
+   */
+  timeout?: number;
+}
+
+export type AirlockConnectOptions = Omit<AirlockSandboxOptions, "key" | "spec"> & {
+  socketPath?: string;
+  client?: AirlockClient;
+};
+
 export declare class AirlockSandbox extends BaseSandbox {
   constructor(options: AirlockSandboxOptions & { client: AirlockClient; backend?: string });
-  /** Checks the spec with the daemon first; throws when it is refused or the daemon is unreachable. */
+  /**
+   * Checks the spec with the daemon (nothing is acquired: that happens on the first operation,
+   * or on initialize()). Throws AirlockSandboxError: SANDBOX_CREATION_FAILED when the spec is
+   * refused, DAEMON_UNREACHABLE, AUTHENTICATION_FAILED; TypeError for a malformed key or spec.
+   */
   static create(
     options: AirlockSandboxOptions & { socketPath?: string; client?: AirlockClient },
   ): Promise<AirlockSandbox>;
+  /**
+   * The sandbox a daemon handle (`sandbox.handle`, "sbx-" + 32 hex digits) names, with the key
+   * and spec it was acquired under; nothing is created. Throws AirlockSandboxError:
+   * SANDBOX_NOT_FOUND, SANDBOX_INCOMPATIBLE, DAEMON_UNREACHABLE, AUTHENTICATION_FAILED.
+   */
+  static fromId(sandboxId: string, options?: AirlockConnectOptions): Promise<AirlockSandbox>;
+  /**
+   * Deep Agents' get-or-create: with `sandboxId`, fromId() (an unknown id throws
+   * SANDBOX_NOT_FOUND); without it, create() and initialize() — acquired now, so `handle` is
+   * the id to look it up by later.
+   */
+  static getOrCreate(
+    options: SandboxGetOrCreateOptions &
+      AirlockConnectOptions & { key?: SandboxKey; spec?: SandboxSpec },
+  ): Promise<AirlockSandbox>;
+  /** Acquires (get-or-create) now rather than on the first operation; idempotent. */
+  initialize(): Promise<void>;
+  /** Opaque and stable: a hash over (daemon endpoint, backend, key, kind, egress posture). */
   readonly id: string;
   readonly isRunning: boolean;
+  /** The daemon's handle once acquired: the id fromId() looks the sandbox up by. */
   readonly handle: string | null;
   readonly instanceId: string | null;
   readonly workDir: string;
-  execute(command: string): Promise<ExecuteResponse>;
+  /** Never throws: a timeout is exit code 124, an airlock failure 125, with a sentence. */
+  execute(command: string, options?: ExecuteOptions): Promise<ExecuteResponse>;
   uploadFiles(files: Array<[string, Uint8Array]>): Promise<FileUploadResponse[]>;
   downloadFiles(paths: string[]): Promise<FileDownloadResponse[]>;
   close(): Promise<boolean>;

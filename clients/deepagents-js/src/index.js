@@ -27,10 +27,14 @@
 //     max_bytes_per_file, max_total_bytes (a file past them is refused alone, never truncated).
 //   - id is an opaque hash of what names the sandbox; close() disposes this conversation's
 //     instance once every call over the key has left.
+//   - As Deep Agents' sandbox providers do: execute(command, {timeout}) in seconds, failures to
+//     set up or find a sandbox thrown as a SandboxError subclass (AirlockSandboxError) with
+//     their codes, and a lookup by id (fromId, getOrCreate({sandboxId})) — the id being the
+//     daemon's handle.
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 
-import { BaseSandbox } from "deepagents";
+import { BaseSandbox, SandboxError } from "deepagents";
 
 import { AirlockClient, AirlockTransportError } from "./client.js";
 
@@ -82,6 +86,64 @@ const OVER_FILE_CAP = (direction) => `the file is larger than ${direction}.max_b
 const OVER_TOTAL_CAP = (direction) => `the batch would exceed ${direction}.max_total_bytes`;
 const DOWNLOAD_BATCH_LOST =
   "the sandbox is condemned after a read did not finish; the rest of the batch was not read";
+
+const BAD_TIMEOUT = "Error: timeout must be a positive number of seconds; the command did not run.";
+
+const AIRLOCK_SANDBOX_ERROR = Symbol.for("airlock.sandbox.error");
+
+/**
+ * What create(), initialize(), fromId() and getOrCreate() throw: Deep Agents' SandboxError (so
+ * `instanceof SandboxError` and `SandboxError.isInstance` hold), with a code from
+ * SandboxErrorCode or one its providers use (SANDBOX_NOT_FOUND, SANDBOX_CREATION_FAILED,
+ * AUTHENTICATION_FAILED) or DAEMON_UNREACHABLE / SANDBOX_INCOMPATIBLE, and the daemon's own
+ * error type, check and HTTP status when it answered.
+ */
+export class AirlockSandboxError extends SandboxError {
+  [AIRLOCK_SANDBOX_ERROR] = true;
+  name = "AirlockSandboxError";
+
+  constructor(message, code, cause, { type, check, status } = {}) {
+    super(message, code, cause);
+    // SandboxError pins its own prototype; a subclass puts its own back.
+    Object.setPrototypeOf(this, AirlockSandboxError.prototype);
+    this.code = code;
+    this.cause = cause;
+    if (type !== undefined) this.type = type;
+    if (check !== undefined) this.check = check;
+    if (status !== undefined) this.status = status;
+  }
+
+  static isInstance(error) {
+    return typeof error === "object" && error !== null && error[AIRLOCK_SANDBOX_ERROR] === true;
+  }
+}
+
+/** A daemon answer that is not what was asked for, as an AirlockSandboxError. */
+function refusal(what, reply, code) {
+  const error = reply.error() ?? { type: "HTTP", message: `status ${reply.status}` };
+  const chosen = reply.status === 401 ? "AUTHENTICATION_FAILED" : code;
+  return new AirlockSandboxError(`${what}: ${error.type}: ${error.message}`, chosen, undefined, {
+    type: error.type,
+    check: error.check,
+    status: reply.status,
+  });
+}
+
+/** A request that got no answer, as an AirlockSandboxError; anything else is rethrown. */
+function unreachable(what, error) {
+  if (error instanceof AirlockTransportError) {
+    return new AirlockSandboxError(`${what}: ${error.message}`, "DAEMON_UNREACHABLE", error);
+  }
+  return error;
+}
+
+/** execute()'s {timeout} (seconds) as milliseconds; null when it is not a positive number. */
+function timeoutMillis(options, fallbackMs) {
+  if (options === undefined || options === null || options.timeout === undefined) return fallbackMs;
+  const seconds = options.timeout;
+  if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) return null;
+  return Math.max(1, Math.round(seconds * 1000));
+}
 
 const REFUSAL_CODES = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
 // How long past a command's own deadline the HTTP wait lasts before it is given up.
@@ -346,17 +408,88 @@ export class AirlockSandbox extends BaseSandbox {
     const reach = client ?? new AirlockClient({ socketPath });
     checkKey(key);
     checkSpec(spec);
-    const reply = await reach.request("POST", "/v1/check", { json: { spec }, timeoutMs: 30_000 });
-    if (reply.status !== 200) {
-      const error = reply.error() ?? { type: "HTTP", message: `status ${reply.status}` };
-      const refused = new Error(`airlockd refused the spec: ${error.type}: ${error.message}`);
-      refused.name = "AirlockRefusal";
-      refused.type = error.type;
-      refused.check = error.check;
-      throw refused;
+    let reply;
+    try {
+      reply = await reach.request("POST", "/v1/check", { json: { spec }, timeoutMs: 30_000 });
+    } catch (error) {
+      throw unreachable("airlockd could not check the spec", error);
     }
+    if (reply.status !== 200) throw refusal("airlockd refused the spec", reply, "SANDBOX_CREATION_FAILED");
     const backend = reply.json()?.decision?.backend ?? "";
     return new AirlockSandbox({ client: reach, key, spec, backend, ...rest });
+  }
+
+  /**
+   * The sandbox the daemon handle `sandboxId` names (`sandbox.handle` of an acquired sandbox),
+   * under the key and spec it was acquired with; nothing is created. The daemon answers for
+   * the holder of the handle (GET /v1/sandboxes/{handle}). Throws AirlockSandboxError:
+   * SANDBOX_NOT_FOUND when the daemon knows no such handle (never acquired, disposed, purged),
+   * SANDBOX_INCOMPATIBLE when its spec is no Deep Agents sandbox, DAEMON_UNREACHABLE.
+   *
+   * @param {string} sandboxId
+   * @param {object} [options] as for create(), without key and spec
+   */
+  static async fromId(sandboxId, { socketPath, client, ...rest } = {}) {
+    if (typeof sandboxId !== "string" || !/^sbx-[0-9a-f]{32}$/.test(sandboxId)) {
+      throw new AirlockSandboxError(
+        "a sandbox id is the daemon's handle, \"sbx-\" and 32 hex digits (sandbox.handle)",
+        "SANDBOX_NOT_FOUND",
+      );
+    }
+    const reach = client ?? new AirlockClient({ socketPath });
+    let reply;
+    try {
+      reply = await reach.request("GET", `/v1/sandboxes/${sandboxId}`, { timeoutMs: 30_000 });
+    } catch (error) {
+      throw unreachable("airlockd could not look the sandbox up", error);
+    }
+    if (reply.status !== 200) {
+      throw refusal(`no sandbox ${sandboxId}`, reply, reply.status === 404 ? "SANDBOX_NOT_FOUND" : "COMMAND_FAILED");
+    }
+    const record = reply.json();
+    let sandbox;
+    try {
+      sandbox = new AirlockSandbox({ client: reach, key: record?.key, spec: record?.spec, backend: record?.backend, ...rest });
+    } catch (error) {
+      if (!(error instanceof TypeError) || !record?.key || !record?.spec) throw error;
+      throw new AirlockSandboxError(`sandbox ${sandboxId} is not a Deep Agents sandbox: ${error.message}`, "SANDBOX_INCOMPATIBLE", error);
+    }
+    sandbox.#handle = record.sandbox;
+    sandbox.#note(record.instance_id);
+    return sandbox;
+  }
+
+  /**
+   * Deep Agents' get-or-create: with `sandboxId`, fromId() — an id the daemon does not know is
+   * SANDBOX_NOT_FOUND, never a fresh sandbox; without it, create() and initialize(), so the
+   * sandbox exists and `handle` is the id to look it up by later.
+   */
+  static async getOrCreate({ sandboxId, key, spec, ...rest } = {}) {
+    if (sandboxId !== undefined) return AirlockSandbox.fromId(sandboxId, rest);
+    const sandbox = await AirlockSandbox.create({ key, spec, ...rest });
+    await sandbox.initialize();
+    return sandbox;
+  }
+
+  /**
+   * Acquires the sandbox now (get-or-create; the daemon answers the same handle for the same
+   * key), rather than on the first operation. Idempotent. Throws AirlockSandboxError:
+   * SANDBOX_CREATION_FAILED when the daemon refuses the acquire, DAEMON_UNREACHABLE.
+   */
+  async initialize() {
+    let reply;
+    try {
+      reply = await this.#client.request("POST", "/v1/sandboxes", {
+        json: { key: this.#key, spec: this.#spec },
+        timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
+      });
+    } catch (error) {
+      throw unreachable("airlockd could not acquire the sandbox", error);
+    }
+    if (reply.status !== 200 && reply.status !== 201) {
+      throw refusal("airlockd refused the acquire", reply, "SANDBOX_CREATION_FAILED");
+    }
+    this.#adopt(reply.json());
   }
 
   get id() {
@@ -411,11 +544,14 @@ export class AirlockSandbox extends BaseSandbox {
       this.#log.warn?.(`${this.#id}: acquire refused (${reply.status} ${error?.type}): ${error?.message}`);
       return null;
     }
-    const body = reply.json();
+    this.#adopt(reply.json());
+    return this.#handle;
+  }
+
+  #adopt(body) {
     this.#handle = body.sandbox;
     this.#closed = false;
     this.#note(body.instance_id);
-    return this.#handle;
   }
 
   /**
@@ -435,20 +571,26 @@ export class AirlockSandbox extends BaseSandbox {
 
   // ---- execute --------------------------------------------------------------------------------
 
-  async execute(command) {
+  /**
+   * Runs `command` as a shell line in the work dir. `options.timeout` (seconds, as Deep Agents'
+   * providers take it) replaces execTimeoutMs for this command. Never throws.
+   */
+  async execute(command, options) {
     if (typeof command !== "string" || command === "") {
       return { output: NOT_A_COMMAND, exitCode: 1, truncated: false };
     }
+    const timeoutMs = timeoutMillis(options, this.#execTimeoutMs);
+    if (timeoutMs === null) return { output: BAD_TIMEOUT, exitCode: 1, truncated: false };
     try {
-      if (this.#outputOverflow === "head_tail") return await this.#executeHeadTail(command);
+      if (this.#outputOverflow === "head_tail") return await this.#executeHeadTail(command, timeoutMs);
       const reply = await this.#call("POST", "/exec", {
         json: {
           shell: command,
-          timeout_ms: this.#execTimeoutMs,
+          timeout_ms: timeoutMs,
           max_output_bytes: this.#maxOutputBytes,
           overflow: "refuse",
         },
-        timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
+        timeoutMs: timeoutMs + TRANSPORT_GRACE_MS,
       });
       if (reply === null) return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
       const body = reply.json();
@@ -461,17 +603,17 @@ export class AirlockSandbox extends BaseSandbox {
         }
         return { output, exitCode: body.result.exit_code, truncated: false };
       }
-      return this.#failure(reply.status, reply.error());
+      return this.#failure(reply.status, reply.error(), timeoutMs);
     } catch (error) {
-      return this.#thrown(error);
+      return this.#thrown(error, timeoutMs);
     }
   }
 
   /** A command that did not answer with a result, as the model reads it. */
-  #failure(status, error) {
+  #failure(status, error, timeoutMs) {
     const refused = error ?? {};
     if (typeof refused.instance_id === "string" && refused.sandbox_reset === false) this.#note(refused.instance_id);
-    const seconds = this.#execTimeoutMs / 1000;
+    const seconds = timeoutMs / 1000;
     switch (refused.type) {
       case "Timeout":
         return { output: `${TIMED_OUT(seconds)} ${sandboxFate(refused)}`, exitCode: EXIT_TIMEOUT, truncated: false };
@@ -495,12 +637,12 @@ export class AirlockSandbox extends BaseSandbox {
     return { output: SANDBOX_UNAVAILABLE, exitCode: EXIT_AIRLOCK, truncated: false };
   }
 
-  #thrown(error) {
+  #thrown(error, timeoutMs) {
     if (error instanceof AirlockTransportError && error.timedOut) {
       // The wait was given up and the connection closed: the daemon stops the command, and
       // keeps or condemns the instance by whether the backend confirms the kill.
       return {
-        output: `${TIMED_OUT(this.#execTimeoutMs / 1000)} ${SANDBOX_MAYBE_RESET}`,
+        output: `${TIMED_OUT(timeoutMs / 1000)} ${SANDBOX_MAYBE_RESET}`,
         exitCode: EXIT_TIMEOUT,
         truncated: false,
       };
@@ -515,14 +657,14 @@ export class AirlockSandbox extends BaseSandbox {
    * it does not. The daemon's ceiling (headTailCeilingBytes, overflow "truncate") bounds what
    * is read; the command runs to its end either way.
    */
-  async #executeHeadTail(command) {
+  async #executeHeadTail(command, timeoutMs) {
     const body = {
       shell: command,
-      timeout_ms: this.#execTimeoutMs,
+      timeout_ms: timeoutMs,
       max_output_bytes: this.#headTailCeilingBytes,
       overflow: "truncate",
     };
-    const options = { timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS };
+    const options = { timeoutMs: timeoutMs + TRANSPORT_GRACE_MS };
     const keep = Math.max(1, Math.floor(this.#maxOutputBytes / 2));
     for (let attempt = 0; attempt < 2; attempt += 1) {
       if (this.#handle === null && (await this.#acquire(30_000)) === null) {
@@ -539,7 +681,7 @@ export class AirlockSandbox extends BaseSandbox {
         this.#handle = null;
         continue;
       }
-      if (last?.type !== "result") return this.#failure(last?.status ?? 502, last?.error);
+      if (last?.type !== "result") return this.#failure(last?.status ?? 502, last?.error, timeoutMs);
       this.#note(last.instance_id);
       return this.#renderHeadTail(streams, last.result);
     }

@@ -5,9 +5,12 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
+import { SandboxError } from "deepagents";
+
 import {
   AirlockClient,
   AirlockSandbox,
+  AirlockSandboxError,
   DEFAULT_TRANSFER_LIMITS,
   EXIT_AIRLOCK,
   EXIT_TIMEOUT,
@@ -49,9 +52,88 @@ describe("on the testing backend", () => {
     // The daemon's router refuses a floor the backend does not meet: named, and thrown here.
     await assert.rejects(
       AirlockSandbox.create({ client, key, spec: deepagentsSpec({ minIsolation: "microvm" }) }),
-      (error) => error.name === "AirlockRefusal" && error.check === "isolation-floor",
+      (error) =>
+        error instanceof AirlockSandboxError &&
+        error instanceof SandboxError &&
+        error.name === "AirlockSandboxError" &&
+        error.code === "SANDBOX_CREATION_FAILED" &&
+        error.check === "isolation-floor" &&
+        error.status === 403,
     );
-    await assert.rejects(AirlockSandbox.create({ socketPath: "/nonexistent/airlockd.sock", key }), /could not be reached/);
+    await assert.rejects(
+      AirlockSandbox.create({ socketPath: "/nonexistent/airlockd.sock", key }),
+      (error) => error.code === "DAEMON_UNREACHABLE" && /could not be reached/.test(error.message),
+    );
+  });
+
+  test("AirlockSandboxError is Deep Agents' SandboxError, recognised by either isInstance", () => {
+    const error = new AirlockSandboxError("m", "SANDBOX_NOT_FOUND", undefined, { type: "SandboxHandleNotFound", status: 404 });
+    assert.ok(error instanceof AirlockSandboxError && error instanceof SandboxError && error instanceof Error);
+    assert.ok(AirlockSandboxError.isInstance(error) && SandboxError.isInstance(error));
+    assert.ok(!AirlockSandboxError.isInstance(new SandboxError("m", "COMMAND_FAILED")));
+    assert.deepEqual([error.name, error.code, error.type, error.status], ["AirlockSandboxError", "SANDBOX_NOT_FOUND", "SandboxHandleNotFound", 404]);
+  });
+
+  test("fromId finds an acquired sandbox by its handle: the same id, key, spec and files", async () => {
+    const spec = deepagentsSpec({ egressAllow: ["pypi.org"], workDir: "/srv/work" });
+    const box = await AirlockSandbox.getOrCreate({ client, key: { scope: "lookup", thread_id: "t9" }, spec, log: quiet });
+    assert.match(box.handle, /^sbx-[0-9a-f]{32}$/, "getOrCreate without an id acquires at once");
+    assert.deepEqual((await box.uploadFiles([["notes.md", encode("kept")]])).map((r) => r.error), [null]);
+    const found = await AirlockSandbox.fromId(box.handle, { client, log: quiet });
+    assert.equal(found.id, box.id, "the same sandbox, and it says so");
+    assert.equal(found.handle, box.handle);
+    assert.equal(found.instanceId, box.instanceId);
+    assert.equal(found.workDir, "/srv/work", "the spec it was acquired under, from the daemon");
+    assert.equal(decode((await found.downloadFiles(["notes.md"]))[0].content), "kept");
+    const again = await AirlockSandbox.getOrCreate({ sandboxId: box.handle, socketPath: daemon.socketPath, log: quiet });
+    assert.equal(again.id, box.id);
+    // After a purge the looked-up adapter acquires again under the key and spec the daemon gave it.
+    assert.equal((await client.request("POST", "/v1/purge", { json: { scope: "lookup" } })).status, 200);
+    assert.deepEqual((await found.uploadFiles([["again.md", encode("x")]])).map((r) => r.error), [null]);
+    assert.equal(found.handle, box.handle, "get-or-create over the same key answers the same handle");
+    assert.equal(await found.close(), true);
+    await assert.rejects(AirlockSandbox.fromId(box.handle, { client }), (error) =>
+      error instanceof SandboxError && error.code === "SANDBOX_NOT_FOUND" && error.type === "SandboxHandleNotFound" && error.status === 404,
+    );
+    await assert.rejects(
+      AirlockSandbox.getOrCreate({ sandboxId: `sbx-${"0".repeat(32)}`, client }),
+      (error) => error.code === "SANDBOX_NOT_FOUND",
+      "an unknown id is an error, never a fresh sandbox",
+    );
+    await assert.rejects(AirlockSandbox.fromId("../health", { client }), (error) => error.code === "SANDBOX_NOT_FOUND" && !error.status);
+    await assert.rejects(
+      AirlockSandbox.fromId(`sbx-${"0".repeat(32)}`, { socketPath: "/nonexistent/airlockd.sock" }),
+      (error) => error.code === "DAEMON_UNREACHABLE",
+    );
+  });
+
+  test("fromId refuses a handle whose spec is no Deep Agents sandbox", async () => {
+    const acquired = await client.request("POST", "/v1/sandboxes", {
+      json: { key: { scope: "not-deepagents", thread_id: "", agent_dir: "" }, spec: { kind: "codeact", requires: ["exec"] } },
+    });
+    assert.equal(acquired.status, 201, acquired.body.toString());
+    const handle = acquired.json().sandbox;
+    await assert.rejects(AirlockSandbox.fromId(handle, { client }), (error) => error.code === "SANDBOX_INCOMPATIBLE" && /files_in/.test(error.message));
+    assert.equal((await client.request("DELETE", `/v1/sandboxes/${handle}`)).status, 200);
+  });
+
+  test("initialize acquires now and names a refused acquire", async () => {
+    const box = await sandbox("initialize");
+    assert.equal(box.handle, null, "create() only checks");
+    await box.initialize();
+    const handle = box.handle;
+    assert.match(handle, /^sbx-[0-9a-f]{32}$/);
+    await box.initialize();
+    assert.equal(box.handle, handle, "idempotent: get-or-create answers the same handle");
+    assert.equal(await box.close(), true);
+    // Another spec over the same key and kind: the daemon's handle conflict, thrown as a creation failure.
+    const first = await sandbox("conflict", { spec: deepagentsSpec({ workDir: "/a" }) });
+    await first.initialize();
+    const second = await sandbox("conflict", { spec: deepagentsSpec({ workDir: "/b" }) });
+    await assert.rejects(second.initialize(), (error) =>
+      error instanceof AirlockSandboxError && error.code === "SANDBOX_CREATION_FAILED" && error.status === 409,
+    );
+    assert.equal(await first.close(), true);
   });
 
   test("default transfer limits are the protocol's", () => {
@@ -74,6 +156,15 @@ describe("on the testing backend", () => {
     assert.equal((await box.execute(undefined)).exitCode, 1);
     const ran = await box.execute("true");
     assert.equal(ran.exitCode, 0, "the testing backend answers a shell line with exit 0");
+    for (const timeout of [0, -1, Number.NaN, Infinity, "5"]) {
+      assert.deepEqual(
+        await box.execute("true", { timeout }),
+        { output: "Error: timeout must be a positive number of seconds; the command did not run.", exitCode: 1, truncated: false },
+        `timeout ${String(timeout)}`,
+      );
+    }
+    assert.equal((await box.execute("true", {})).exitCode, 0, "no timeout: execTimeoutMs");
+    assert.equal((await box.execute("true", { timeout: 5 })).exitCode, 0);
     const stranded = new AirlockSandbox({
       client: new AirlockClient({ socketPath: "/nonexistent/airlockd.sock" }),
       key: { scope: "s" },
@@ -267,6 +358,15 @@ for (const backend of ["testing", "linux"]) {
         exitCode: EXIT_TIMEOUT,
         truncated: false,
       });
+      // execute(command, {timeout}) in seconds, as Deep Agents' providers take it, for one command.
+      const started = Date.now();
+      assert.deepEqual(await box.execute("sleep 30", { timeout: 0.5 }), {
+        output: `Error: the command did not finish within 0.5 seconds. ${SANDBOX_KEPT}`,
+        exitCode: EXIT_TIMEOUT,
+        truncated: false,
+      });
+      assert.ok(Date.now() - started < 5000, `the 0.5 s deadline held (${Date.now() - started} ms)`);
+      assert.deepEqual(await box.execute("sleep 2 && echo slept", { timeout: 10 }), { output: "slept\n", exitCode: 0, truncated: false });
       const next = await box.execute("echo warm again");
       assert.equal(next.output, "warm again\n");
       assert.equal(box.instanceId, warm, "the instance whose command was proven stopped was kept");
