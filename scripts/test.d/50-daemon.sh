@@ -14,6 +14,24 @@ export AIRLOCKD="$AIRLOCK_BUILD_DIR/src/daemon/airlockd"
 export AIRLOCKD_TESTING="$AIRLOCK_BUILD_DIR/tests/daemon/airlockd-testing"
 status=0
 
+# ---- the contract: docs/api/openapi.yaml under a real validator, and the traffic below held to it
+echo "--- docs/api/openapi.yaml: redocly lint (recommended-strict)"
+begin
+export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
+(cd tests/daemon/openapi && npm ci --no-audit --no-fund --loglevel=error) ||
+  fail "npm ci in tests/daemon/openapi failed"
+if ! (cd tests/daemon/openapi && npx --no-install redocly lint --config redocly.yaml \
+    --format=stylish ../../../docs/api/openapi.yaml); then
+  echo "docs/api/openapi.yaml FAILED the validator"
+  status=1
+fi
+took "redocly lint"
+# Every exchange airlockd-testing answers below (the adapter's tests, the load test) is recorded
+# and held against the document at the end.
+AIRLOCK_EXCHANGE_LOG=$(mktemp /tmp/airlock-exchanges-XXXXXX.jsonl)
+export AIRLOCK_EXCHANGE_LOG
+remove_on_exit "$AIRLOCK_EXCHANGE_LOG"
+
 # Which backends can this build route to? `airlock check` builds the same router from the same
 # document the daemon reads, and names an unknown backend type.
 backends=(testing)
@@ -121,4 +139,7 @@ for backend in "${backends[@]}"; do
     status=1
   fi
 done
+
+echo "--- the recorded exchanges against docs/api/openapi.yaml"
+check_exchanges "$AIRLOCK_EXCHANGE_LOG"
 exit "$status"

@@ -37,6 +37,9 @@
 #                            one set at a time; returns once PORTFILE names their ports, fails if
 #                            they do not start; stopped on exit or by stop_http_servers
 #   begin; took WHAT         prints `--- WHAT: <seconds since begin>s`
+#   check_exchanges LOG…     holds the daemon exchanges recorded in each LOG (AIRLOCK_EXCHANGE_LOG)
+#                            against docs/api/openapi.yaml; fails the stage on any disagreement,
+#                            and when nothing at all was recorded
 set -euo pipefail
 
 stage=$(basename "$0" .sh)
@@ -135,3 +138,13 @@ stop_http_servers() {
 _step_start=$(date +%s)
 begin() { _step_start=$(date +%s); }
 took() { echo "--- $1: $(($(date +%s) - _step_start))s"; }
+
+check_exchanges() {
+  /usr/bin/python3 -c "import jsonschema, yaml" 2>/dev/null ||
+    fail "python3-jsonschema or python3-yaml is missing (scripts/bootstrap --test installs them)"
+  local log recorded=0
+  for log in "$@"; do [[ -s $log ]] && recorded=1; done
+  ((recorded)) || fail "no daemon exchange was recorded in $*: nothing was checked against the OpenAPI document"
+  /usr/bin/python3 tests/daemon/openapi/check_exchanges.py docs/api/openapi.yaml "$@" ||
+    fail "the daemon and docs/api/openapi.yaml disagree (above)"
+}

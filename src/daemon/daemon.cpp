@@ -25,6 +25,9 @@ Daemon::~Daemon() {
 void Daemon::start() {
   server_ = std::make_unique<HttpServer>(routes_, metrics_, options_.server, options_.token,
                                          options_.dangerously_allow_tcp_without_token);
+  if (!options_.exchange_log.empty()) {
+    server_->record_exchanges(std::make_shared<ExchangeLog>(options_.exchange_log));
+  }
   if (!options_.tcp.empty() && options_.token.empty() &&
       !options_.dangerously_allow_tcp_without_token) {
     throw InvalidArgument(

@@ -39,6 +39,8 @@ struct DaemonOptions {
   ServerLimits server;
   ApiLimits api;
   Milliseconds shutdown_grace{30'000};
+  // Record every exchange to this file (exchange_log.hpp). Test rigs only; empty: off.
+  std::string exchange_log;
 };
 
 class Daemon {

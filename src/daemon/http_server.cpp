@@ -10,6 +10,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <system_error>
 
 #include "airlock/encoding.hpp"
@@ -88,10 +89,28 @@ struct HttpServer::RequestState {
   std::uint64_t body_cap = 0;
   std::stop_source cancel;
   int status = 0;
+  // Set when the server records exchanges.
+  std::shared_ptr<ExchangeLog> exchanges;
+  std::string request_content_type;
 };
 
 // libmicrohttpd's callbacks, as static members of a friend so they reach the server's privates.
 struct Callbacks {
+  static Exchange exchange_of(const HttpServer::RequestState& state, int status,
+                              const std::string& content_type, std::string_view body) {
+    Exchange exchange;
+    exchange.method = state.request.method;
+    exchange.path = state.request.path;
+    exchange.route = state.route_name;
+    exchange.query = state.request.query;
+    exchange.request_content_type = state.request_content_type;
+    exchange.request_body = state.request.body;
+    exchange.status = status;
+    exchange.response_content_type = content_type;
+    exchange.response_body = body;
+    return exchange;
+  }
+
   static void log(void*, const char* format, va_list arguments) {
     char line[512];
     std::vsnprintf(line, sizeof line, format, arguments);
@@ -239,24 +258,37 @@ struct Callbacks {
     }
     if (close) MHD_add_response_header(reply, MHD_HTTP_HEADER_CONNECTION, "close");
     state.status = response.status;
+    // What a recorded exchange needs once the stream has ended: the state itself is gone by then
+    // when the client hung up first.
+    std::optional<Exchange> recording;
+    if (state.exchanges) recording = exchange_of(state, response.status, response.content_type, {});
     try {
-      stream->producer = std::thread([stream, produce = std::move(response.stream)] {
-        const BodyWriter write = [stream](std::string_view piece) {
-          std::lock_guard lock(stream->mutex);
-          if (stream->closed) return false;
-          if (!piece.empty()) stream->pieces.emplace_back(piece);
-          stream->ready.notify_all();
-          return true;
-        };
-        try {
-          produce(write);
-        } catch (const std::exception& error) {
-          spdlog::error("a streamed response's producer threw: {}", error_detail(error));
-        }
-        std::lock_guard lock(stream->mutex);
-        stream->done = true;
-        stream->ready.notify_all();
-      });
+      stream->producer =
+          std::thread([stream, produce = std::move(response.stream), log = state.exchanges,
+                       recording = std::move(recording), body = state.request.body]() mutable {
+            std::string sent;
+            const BodyWriter write = [stream, &sent, &recording](std::string_view piece) {
+              std::lock_guard lock(stream->mutex);
+              if (stream->closed) return false;
+              if (!piece.empty()) stream->pieces.emplace_back(piece);
+              if (recording && sent.size() < ExchangeLog::kMaxBody + 1) sent.append(piece);
+              stream->ready.notify_all();
+              return true;
+            };
+            try {
+              produce(write);
+            } catch (const std::exception& error) {
+              spdlog::error("a streamed response's producer threw: {}", error_detail(error));
+            }
+            if (recording) {
+              recording->request_body = body;
+              recording->response_body = sent;
+              log->record(*recording);
+            }
+            std::lock_guard lock(stream->mutex);
+            stream->done = true;
+            stream->ready.notify_all();
+          });
     } catch (const std::system_error& error) {
       spdlog::error("could not start a streamed response: {}", error.what());
       std::lock_guard lock(stream->mutex);
@@ -284,6 +316,9 @@ struct Callbacks {
     }
     if (close) MHD_add_response_header(reply, MHD_HTTP_HEADER_CONNECTION, "close");
     state.status = response.status;
+    if (state.exchanges) {
+      state.exchanges->record(exchange_of(state, response.status, response.content_type, *body));
+    }
     const MHD_Result queued =
         MHD_queue_response(connection, static_cast<unsigned>(response.status), reply);
     MHD_destroy_response(reply);
@@ -329,7 +364,8 @@ struct Callbacks {
     const auto match = server.routes_.match(state.request.method, state.request.path);
     if (!match.route) {
       if (match.allowed.empty()) {
-        return error_response(HttpError("NotFound", "no route " + state.request.method + " " + state.request.path, "url"));
+        return error_response(HttpError(
+            "NotFound", "no route " + state.request.method + " " + state.request.path, "url"));
       }
       std::string allowed;
       for (const auto& method : match.allowed) allowed += (allowed.empty() ? "" : ", ") + method;
@@ -431,6 +467,13 @@ struct Callbacks {
       state->request.method = method;
       state->request.path = url;
       state->request.over_tcp = listener.tcp;
+      if (server.exchanges_) {
+        state->exchanges = server.exchanges_;
+        if (const char* type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                           MHD_HTTP_HEADER_CONTENT_TYPE)) {
+          state->request_content_type = type;
+        }
+      }
       server.request_started(state);
       std::optional<HttpResponse> early;
       try {

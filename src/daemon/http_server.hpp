@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "daemon/disconnect_watch.hpp"
+#include "daemon/exchange_log.hpp"
 #include "daemon/http.hpp"
 #include "daemon/metrics.hpp"
 
@@ -82,6 +83,9 @@ class HttpServer {
   // Stop the library: every connection is closed. Idempotent; the destructor calls it.
   void stop();
 
+  // Record every exchange from now on (a test rig's: see exchange_log.hpp). Call before serve.
+  void record_exchanges(std::shared_ptr<ExchangeLog> log) { exchanges_ = std::move(log); }
+
  private:
   struct Listener;
   struct Connection;
@@ -108,6 +112,7 @@ class HttpServer {
   std::map<Connection*, bool> connections_;  // value: already reaped
   std::map<RequestState*, bool> requests_;   // in flight
   DisconnectWatch watch_;
+  std::shared_ptr<ExchangeLog> exchanges_;
   std::jthread reaper_;  // last
 };
 

@@ -145,6 +145,7 @@ int run_serve(const ServeFlags& flags) {
   if (!flags.token_file.empty()) options.token = read_token(flags.token_file);
   options.dangerously_allow_tcp_without_token = flags.dangerously_allow_tcp_without_token;
   options.state_dir = flags.state_dir;
+  options.exchange_log = flags.exchange_log;
   options.server.max_connections = flags.max_connections;
   options.server.max_connections_per_ip = flags.max_connections_per_ip;
   options.server.idle_timeout_seconds = flags.idle_timeout_seconds;
@@ -200,8 +201,9 @@ int run_serve(const ServeFlags& flags) {
 
 namespace airlock::daemon {
 
-int airlockd_main(int argc, char** argv) {
+int airlockd_main(int argc, char** argv, const std::string& exchange_log) {
   ServeFlags flags;
+  flags.exchange_log = exchange_log;
   std::string log_level = "info";
   CLI::App app{"airlockd: airlock's HTTP/1.1 + JSON API on a unix socket (and TCP with a token)"};
   add_serve_flags(app, flags);

@@ -29,6 +29,8 @@ struct ServeFlags {
   unsigned long long max_output_bytes = 64u << 20;
   unsigned long long admission_timeout_ms = 30'000;
   unsigned long long shutdown_grace_ms = 30'000;
+  // Not a flag: set only by a test rig's own main (exchange_log.hpp).
+  std::string exchange_log;
 };
 
 void add_serve_flags(CLI::App& app, ServeFlags& flags);
@@ -40,6 +42,7 @@ int run_serve(const ServeFlags& flags);
 
 // The whole of `airlockd`: parses argv (the flags above plus --log-level and --version), serves,
 // and returns the exit code (125 when airlock could not serve, with the reason on stderr).
-int airlockd_main(int argc, char** argv);
+// `exchange_log`: see ServeFlags; the shipped airlockd passes none.
+int airlockd_main(int argc, char** argv, const std::string& exchange_log = {});
 
 }  // namespace airlock::daemon

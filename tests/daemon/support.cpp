@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -466,6 +467,8 @@ DaemonFixture::DaemonFixture(std::shared_ptr<SandboxBackend> given,
   options.server.idle_timeout_seconds = 10;
   options.api.admission_timeout = 5s;
   options.shutdown_grace = 5s;
+  // scripts/test.d/10-unit.sh holds every exchange against docs/api/openapi.yaml.
+  if (const char* log = std::getenv("AIRLOCK_EXCHANGE_LOG")) options.exchange_log = log;
   if (adjust) adjust(options);
   RouterOptions router_options;
   router_options.min_isolation = Isolation::container;
