@@ -45,6 +45,9 @@ class Api {
   struct Admitted;
 
   Api(SandboxRouter& router, HandleStore& store, Metrics& metrics, ApiLimits limits);
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
 
   // Adds every /v1 route to `table`. `draining` is read by the health route.
   void add_routes(RouteTable& table);

@@ -99,8 +99,8 @@ Api::Admitted Api::admit(const HttpRequest& request, Milliseconds timeout, bool 
   Admitted call{std::move(record), std::move(*admission), nullptr};
   if (!exclusive) {
     call.sandbox = call.admission.acquire();
-    metrics_.sandbox_acquired();
     const std::string instance = call.sandbox->instance_id();
+    metrics_.sandbox_acquired(instance == call.record.instance_id);
     if (instance != call.record.instance_id) {
       // The instance behind the handle was replaced (a condemned one went, or a restart).
       store_.update_instance(call.record.handle, instance);
@@ -139,8 +139,8 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   record.key = key;
   record.spec = spec;
   record.created_at = unix_now();
-  if (auto existing = store_.find(record.handle);
-      existing && json::to_json(*existing->spec) != json::to_json(*spec)) {
+  const auto existing = store_.find(record.handle);
+  if (existing && json::to_json(*existing->spec) != json::to_json(*spec)) {
     throw HttpError("SandboxHandleConflict",
                     "this key already has a '" + spec->kind() +
                         "' sandbox with this egress posture under a different spec; dispose "
@@ -158,8 +158,8 @@ HttpResponse Api::acquire(const HttpRequest& request) {
     admission.emplace(router_.enter_call(key, *spec, options));
   }
   const std::shared_ptr<Sandbox> sandbox = admission->acquire();
-  metrics_.sandbox_acquired();
   record.instance_id = sandbox->instance_id();
+  metrics_.sandbox_acquired(existing && existing->instance_id == record.instance_id);
   const auto outcome = store_.put_compatible(record);
   if (outcome == HandleStore::PutOutcome::conflict) {
     throw HttpError("SandboxHandleConflict",

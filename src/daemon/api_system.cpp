@@ -10,7 +10,13 @@
 namespace airlock::daemon {
 
 Api::Api(SandboxRouter& router, HandleStore& store, Metrics& metrics, ApiLimits limits)
-    : router_(router), store_(store), metrics_(metrics), limits_(limits) {}
+    : router_(router), store_(store), metrics_(metrics), limits_(limits) {
+  metrics_.count_live_sandboxes([this] { return store_.all().size(); });
+}
+
+Api::~Api() {
+  metrics_.count_live_sandboxes(nullptr);
+}
 
 void Api::add_routes(RouteTable& table) {
   auto bind = [this](HttpResponse (Api::*method)(const HttpRequest&)) {
@@ -122,8 +128,7 @@ HttpResponse Api::backend_sandboxes(const HttpRequest& request) {
     }
     return HttpResponse::json(200, {{"backend", name}, {"sandboxes", list}});
   }
-  throw HttpError("NotFound", "no backend named '" + name + "' is registered",
-                  "params.backend");
+  throw HttpError("NotFound", "no backend named '" + name + "' is registered", "params.backend");
 }
 
 HttpResponse Api::check(const HttpRequest& request) {

@@ -1,69 +1,83 @@
-// The daemon's Prometheus metrics, rendered in the text exposition format (version 0.0.4).
+// The daemon's Prometheus metrics: a prometheus-cpp registry, rendered by its text serializer
+// (exposition format 0.0.4).
 //
-//   airlock_http_requests_total{method,route,status}     counter; route is the pattern
-//   airlock_http_request_duration_seconds                histogram, every request
-//   airlock_exec_duration_seconds                         histogram, admitted execs (queue+run)
-//   airlock_sandboxes_acquired_total                      counter, successful acquires
-//   airlock_sandboxes_disposed_total                      counter, sandboxes a dispose/purge took
-//   airlock_sandboxes_condemned_total                     counter, instances condemned
-//   airlock_admissions_waiting                            gauge, calls queued for admission
-//   airlock_requests_in_flight                            gauge
-//   airlock_http_connections_open                         gauge
-//   airlock_clients_gone_total                            counter, clients that hung up mid-request
-//   airlock_errors_total{type}                            counter, by airlock error type
+//   airlock_build_info{version}                               gauge, always 1
+//   airlock_http_requests_total{method,route,status}          counter; route is the pattern
+//   airlock_http_request_duration_seconds{method,route}       histogram, every request
+//   airlock_exec_duration_seconds                             histogram, admitted execs
+//                                                             (queueing included)
+//   airlock_sandboxes_acquired_total{start}                   counter, calls that got a sandbox:
+//                                                             start="cold" when the instance is
+//                                                             new to its handle (created, or a
+//                                                             condemned one replaced), "warm"
+//                                                             when the handle's instance served
+//   airlock_sandboxes_live                                    gauge, handles the daemon holds
+//   airlock_sandboxes_disposed_total                          counter, sandboxes a dispose/purge
+//   took airlock_sandboxes_condemned_total                         counter, instances condemned
+//   airlock_admissions_waiting                                gauge, calls queued for admission
+//   airlock_requests_in_flight                                gauge
+//   airlock_http_connections_open                             gauge
+//   airlock_clients_gone_total                                counter, clients that hung up
+//   airlock_errors_total{type}                                counter, by airlock error type
+//   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
+//   process_open_fds, process_max_fds, process_start_time_seconds
+//                                                             the daemon process, read from
+//                                                             /proc at each scrape
 //
 // Every method is thread-safe and cheap; nothing here can throw into a request.
 #pragma once
 
-#include <array>
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <map>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <tuple>
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+template <typename T>
+class Family;
+}  // namespace prometheus
 
 namespace airlock::daemon {
 
-class Histogram {
- public:
-  static constexpr std::array<double, 15> kBounds{
-      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 30, 120};
-  void observe(double seconds) noexcept;
-  // Appends the `_bucket`, `_sum` and `_count` lines for `name`.
-  void render(std::string& out, std::string_view name) const;
-
- private:
-  mutable std::mutex mutex_;
-  std::array<std::uint64_t, kBounds.size() + 1> buckets_{};  // last: +Inf
-  double sum_ = 0;
-  std::uint64_t count_ = 0;
-};
-
 class Metrics {
  public:
+  Metrics();
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
   void request(std::string_view method, std::string_view route, int status,
                double seconds) noexcept;
-  void exec_finished(double seconds) noexcept { exec_.observe(seconds); }
+  void exec_finished(double seconds) noexcept;
   void error(std::string_view type) noexcept;
 
-  void sandbox_acquired() noexcept { ++acquired_; }
+  // `warm`: the instance the handle already named served the call.
+  void sandbox_acquired(bool warm) noexcept;
   void sandboxes_disposed(int count) noexcept;
-  void sandbox_condemned() noexcept { ++condemned_; }
-  void client_gone() noexcept { ++clients_gone_; }
+  void sandbox_condemned() noexcept;
+  void client_gone() noexcept;
 
-  void connection_opened() noexcept { ++connections_; }
-  void connection_closed() noexcept { --connections_; }
-  void request_started() noexcept { ++in_flight_; }
-  void request_finished() noexcept { --in_flight_; }
-  std::int64_t requests_in_flight() const noexcept { return in_flight_; }
+  void connection_opened() noexcept;
+  void connection_closed() noexcept;
+  void request_started() noexcept;
+  void request_finished() noexcept;
+  std::int64_t requests_in_flight() const noexcept;
+
+  // How many sandboxes are live, asked at each scrape (the handle store's count).
+  void count_live_sandboxes(std::function<std::size_t()> count);
 
   // Counts a call waiting for admission for as long as it lives.
   class Waiting {
    public:
-    explicit Waiting(Metrics& metrics) : metrics_(metrics) { ++metrics_.waiting_; }
-    ~Waiting() { --metrics_.waiting_; }
+    explicit Waiting(Metrics& metrics);
+    ~Waiting();
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
 
@@ -74,18 +88,23 @@ class Metrics {
   std::string render() const;
 
  private:
-  mutable std::mutex mutex_;
-  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests_;
-  std::map<std::string, std::uint64_t> errors_;
-  Histogram durations_;
-  Histogram exec_;
-  std::atomic<std::uint64_t> acquired_{0};
-  std::atomic<std::uint64_t> disposed_{0};
-  std::atomic<std::uint64_t> condemned_{0};
-  std::atomic<std::uint64_t> clients_gone_{0};
-  std::atomic<std::int64_t> waiting_{0};
-  std::atomic<std::int64_t> in_flight_{0};
-  std::atomic<std::int64_t> connections_{0};
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  prometheus::Family<prometheus::Histogram>* durations_;
+  prometheus::Family<prometheus::Counter>* errors_;
+  prometheus::Histogram* exec_;
+  prometheus::Counter* cold_;
+  prometheus::Counter* warm_;
+  prometheus::Counter* disposed_;
+  prometheus::Counter* condemned_;
+  prometheus::Counter* clients_gone_;
+  prometheus::Gauge* waiting_;
+  prometheus::Gauge* in_flight_;
+  prometheus::Gauge* connections_;
+  prometheus::Gauge* live_;
+
+  mutable std::mutex live_mutex_;
+  std::function<std::size_t()> count_live_;
 };
 
 }  // namespace airlock::daemon

@@ -510,9 +510,10 @@ TEST(DaemonApi, MetricsCountRequestsByRouteAndStatus) {
   // A request is counted when its exchange completes, after its last byte is sent, so the client
   // can hold its answer a moment before the count moves: read until both execs appear (bounded).
   const auto exec_counted = [](const std::string& text, int status) {
-    return text.find("airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/"
-                     "{handle}/exec\",status=\"" +
-                     std::to_string(status) + "\"} 1") != std::string::npos;
+    return text.find(
+               "airlock_http_requests_total{method=\"POST\",route=\"/v1/sandboxes/"
+               "{handle}/exec\",status=\"" +
+               std::to_string(status) + "\"} 1") != std::string::npos;
   };
   Reply metrics = fixture.client->get("/v1/metrics");
   for (int attempt = 0;
@@ -533,7 +534,45 @@ TEST(DaemonApi, MetricsCountRequestsByRouteAndStatus) {
             std::string::npos);
   EXPECT_NE(text.find("airlock_exec_duration_seconds_count 1"), std::string::npos);
   EXPECT_NE(text.find("airlock_errors_total{type=\"InvalidArgument\"} 1"), std::string::npos);
-  EXPECT_NE(text.find("airlock_sandboxes_acquired_total 2"), std::string::npos);
+  // The acquire made the instance; the exec found it behind its handle. The malformed exec was
+  // refused before admission.
+  EXPECT_NE(text.find("airlock_sandboxes_acquired_total{start=\"cold\"} 1"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("airlock_sandboxes_acquired_total{start=\"warm\"} 1"), std::string::npos);
+  EXPECT_NE(text.find("airlock_sandboxes_live 1"), std::string::npos);
+  EXPECT_NE(text.find("airlock_build_info{version=\""), std::string::npos);
+  // Latency per route: the exec route's own histogram counts its two requests.
+  EXPECT_NE(text.find("airlock_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/"
+                      "sandboxes/{handle}/exec\"} 2"),
+            std::string::npos);
+  for (const char* family :
+       {"process_cpu_seconds_total ", "process_resident_memory_bytes ", "process_open_fds ",
+        "process_max_fds ", "process_start_time_seconds "}) {
+    EXPECT_NE(text.find(std::string("\n") + family), std::string::npos) << family;
+  }
+}
+
+// A dispose leaves the live gauge where it was before the acquire; a second acquire of the same
+// key is warm, one after a dispose is cold again.
+TEST(DaemonApi, MetricsTellColdFromWarmAndCountLiveSandboxes) {
+  DaemonFixture fixture;
+  const auto value = [&](const std::string& series) -> std::string {
+    const std::string text = fixture.client->get("/v1/metrics").body;
+    const auto at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return "absent";
+    const auto start = at + series.size() + 2;
+    return text.substr(start, text.find('\n', start) - start);
+  };
+  EXPECT_EQ(value("airlock_sandboxes_live"), "0");
+  const std::string handle = fixture.acquire(DaemonFixture::key("m"));
+  fixture.acquire(DaemonFixture::key("m"));
+  EXPECT_EQ(value("airlock_sandboxes_live"), "1");
+  EXPECT_EQ(value("airlock_sandboxes_acquired_total{start=\"cold\"}"), "1");
+  EXPECT_EQ(value("airlock_sandboxes_acquired_total{start=\"warm\"}"), "1");
+  ASSERT_EQ(fixture.client->del("/v1/sandboxes/" + handle).status, 200);
+  EXPECT_EQ(value("airlock_sandboxes_live"), "0");
+  fixture.acquire(DaemonFixture::key("m"));
+  EXPECT_EQ(value("airlock_sandboxes_acquired_total{start=\"cold\"}"), "2");
 }
 
 }  // namespace
