@@ -24,9 +24,10 @@ build: configure
 	@cmake --build --preset $(PRESET)
 
 # The main job: a codeact program in a `linux` sandbox, the floor explicitly lowered to
-# `container`, printing what the router decided.
-run: build
-	@scripts/run-main-job $(BUILD_DIR)
+# `container`, printing what the router decided. Builds only what the job runs, one line per
+# phase (scripts/make-run).
+run:
+	@scripts/make-run $(PRESET)
 
 # Everything: installs what the tests need, builds, starts the services tests need, runs every
 # suite, stops what it started.
