@@ -10,8 +10,8 @@
 #include "backends/docker/engine_streams.hpp"
 #include "backends/docker/exec_session.hpp"
 #include "backends/docker/host_plane.hpp"
-#include "backends/kit/guest_paths.hpp"
 #include "backends/docker/tar_io.hpp"
+#include "backends/kit/guest_paths.hpp"
 
 namespace airlock::docker {
 namespace {
@@ -105,25 +105,12 @@ bool DockerSandbox::stop_in_place() noexcept {
 
 bool DockerSandbox::force_stop() noexcept {
   if (stop_in_place()) return true;
-  try {
-    // t=0: SIGKILL to PID 1 at once, which ends every process in the container's pid namespace;
-    // then the keeper starts again. The storage is a tmpfs: it starts empty, and the work dir
-    // is made again.
-    const EngineResponse response =
-        engine_->client->call("POST", "/containers/" + identity_.container_id + "/restart?t=0");
-    if (response.status == 204) {
-      try {
-        make_directories(*engine_->client, identity_.container_id, identity_.storage_base,
-                         identity_.work_directories);
-      } catch (...) {
-        // The processes are stopped, which is what was asked; a later exec in the work dir
-        // says NotFound.
-      }
-      return true;
-    }
-  } catch (...) {
-  }
-  return remove_container(*engine_->client, identity_.container_id);
+  // Only the keeper's kill leaves the conversation's files: a restart would end every process
+  // too, but it empties the storage (a tmpfs), so the instance is no longer the conversation's
+  // either way. The container is removed, and the answer says the end was not confirmed in
+  // place, so the caller condemns the instance and tells the model it was reset.
+  remove_container(*engine_->client, identity_.container_id);
+  return false;
 }
 
 std::shared_ptr<const HostRoot> DockerSandbox::host_root() {

@@ -25,7 +25,7 @@ struct SandboxIdentity {
   // Added to every exec's environment (the proxy variables of an allowlist sandbox).
   std::vector<std::pair<std::string, std::string>> environment;
   // A forced stop asks the keeper to kill every other process (and confirms it from the
-  // engine's process list: at most `keeper_processes` left); otherwise it restarts.
+  // engine's process list: at most `keeper_processes` left); otherwise it removes the container.
   bool stop_in_place = true;
   std::size_t keeper_processes = 2;
   // The storage a restart empties, and the work dir to make in it again.
@@ -65,8 +65,8 @@ class DockerSandbox final : public Sandbox {
   std::shared_ptr<const HostRoot> host_root();
   std::string archive_path(const std::string& absolute) const;
   // Kill every process in the container but its init and keeper: the keeper's own kill, confirmed
-  // from the engine's process list (the files survive); a restart when that is not confirmed
-  // (the storage, a tmpfs, starts empty again); removal when a restart fails. Never throws.
+  // from the engine's process list (the files survive; true). Otherwise the container is removed
+  // and the answer is false: the caller condemns the instance. Never throws.
   bool force_stop() noexcept;
   bool stop_in_place() noexcept;
 

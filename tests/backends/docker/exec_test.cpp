@@ -149,23 +149,26 @@ constexpr const char* kPlantDaemon =
 
 class PlantedDaemon : public EngineTest {
  protected:
+  // A file the conversation wrote before the bad command: a kept instance still holds it.
+  void write_keepsake(Sandbox& sandbox) {
+    ASSERT_EQ(sh(sandbox, "echo kept > /tmp/notes.md").exit_code, 0);
+  }
   void expect_gone(Sandbox& sandbox, std::optional<bool> confirmed) {
-    if (confirmed != std::optional<bool>(true)) {
-      std::cout << "kill not claimed confirmed: the sandbox would be disposed\n";
-      return;
-    }
-    // A restart (the fallback stop) empties the storage: no file is as gone as a still one.
+    ASSERT_EQ(confirmed, std::optional<bool>(true)) << "the keeper's kill was not confirmed";
     const std::string size = "wc -c < /tmp/planted.log 2>/dev/null || echo none";
     const std::string first = sh(sandbox, size).stdout_bytes;
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     EXPECT_EQ(sh(sandbox, size).stdout_bytes, first)
         << "the planted daemon kept writing after a confirmed kill";
     EXPECT_EQ(sh(sandbox, "ps -o args | grep -c '[p]lanted.log'").stdout_bytes, "0\n");
+    EXPECT_EQ(sh(sandbox, "cat /tmp/notes.md").stdout_bytes, "kept\n")
+        << "a confirmed kill must leave the conversation's files";
   }
 };
 
 TEST_F(PlantedDaemon, IsGoneWhenATimeoutConfirmsTheKill) {
   auto sandbox = acquire();
+  write_keepsake(*sandbox);
   std::optional<bool> confirmed;
   try {
     sandbox->exec(Command::shell(std::string(kPlantDaemon) + "sleep 300"),
@@ -180,6 +183,7 @@ TEST_F(PlantedDaemon, IsGoneWhenATimeoutConfirmsTheKill) {
 
 TEST_F(PlantedDaemon, IsGoneWhenAnOutputFloodConfirmsTheKill) {
   auto sandbox = acquire();
+  write_keepsake(*sandbox);
   ExecOptions options = at("/");
   options.max_output_bytes = 64 * 1024;
   std::optional<bool> confirmed;
@@ -191,6 +195,26 @@ TEST_F(PlantedDaemon, IsGoneWhenAnOutputFloodConfirmsTheKill) {
   }
   EXPECT_EQ(confirmed, std::optional<bool>(true));
   expect_gone(*sandbox, confirmed);
+}
+
+// Without the engine's init nothing would reap what the keeper kills, so the stop cannot be
+// confirmed in place: the container goes and the answer says so, never a silently emptied one.
+TEST_F(PlantedDaemon, AnUnconfirmableStopRemovesTheContainerAndSaysSo) {
+  DockerConfig config = test_config();
+  config.init = false;
+  auto backend = make_backend(config);
+  auto sandbox = backend->acquire(key("thread-noinit"), spec());
+  const std::string id = sandbox->instance_id();
+  std::optional<bool> confirmed;
+  try {
+    sandbox->exec(Command::shell(std::string(kPlantDaemon) + "sleep 300"),
+                  at("/", std::chrono::seconds(2)));
+    ADD_FAILURE() << "the command outlived its timeout";
+  } catch (const Timeout& error) {
+    confirmed = error.kill_confirmed();
+  }
+  EXPECT_EQ(confirmed, std::optional<bool>(false));
+  EXPECT_FALSE(inspect(id).has_value()) << "an unconfirmed stop must remove the container";
 }
 
 TEST_F(EngineTest, OutputStreamsAndStdinIsForwardedLive) {
