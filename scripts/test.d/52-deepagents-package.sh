@@ -15,6 +15,8 @@ adapter="$AIRLOCK_SOURCE_DIR/clients/deepagents-js"
 
 scratch=$(mktemp -d /tmp/airlock-deepagents-package-XXXXXX)
 remove_on_exit "$scratch"
+# What the installed package says to the daemon is held against docs/api/openapi.yaml too.
+export AIRLOCK_EXCHANGE_LOG="$scratch/exchanges.jsonl"
 mkdir -p "$scratch/pack" "$scratch/project" "$scratch/daemon"
 
 # The versions this repo tests the adapter with (its devDependencies pin them).
@@ -189,3 +191,4 @@ stop_daemon
 listed=$(find "$run_dir/state" -name 'sbx-*.json' 2>/dev/null | wc -l)
 [[ $listed == 0 ]] || fail "$listed sandbox record(s) outlived close() in $run_dir/state"
 echo "--- the installed package works: packed, installed beside deepagents@$deepagents_version, type-checked, run"
+check_exchanges "$AIRLOCK_EXCHANGE_LOG"
