@@ -5,7 +5,7 @@
 where a call's key comes from; ``scope`` and ``SandboxPurger`` a conversation's disposal.
 """
 
-import contextlib
+import asyncio
 import dataclasses
 import typing
 
@@ -118,17 +118,57 @@ def sandboxed_tool(router, spec, body, *, context, name, description, agent_dir=
 reclaim_guest_path = _airlock.reclaim_guest_path
 
 
-@contextlib.contextmanager
-def scope(router, scope_name, thread_id):
-    """Dispose a conversation's sandboxes however the block ends.
+class Scope:
+    """A conversation's sandboxes, disposed however a ``with`` or ``async with`` block ends.
 
-    Yields a :class:`ScopeDisposal` that reads 0 inside the block; ``disposed`` is set after it.
-    Disposal never raises, so it cannot mask the block's own error."""
-    disposal = _airlock.ScopeDisposal()
-    try:
-        yield disposal
-    finally:
-        disposal.disposed = _sync_router(router).dispose_scope(scope_name, thread_id)
+    Entering gives a :class:`ScopeDisposal` that reads 0 inside the block; leaving runs the
+    router's ``dispose_scope(scope_name, thread_id)`` (``async with``: on a worker thread) and
+    sets ``disposed`` to how many went. Disposal never raises, so it cannot mask the block's
+    own error, which propagates. One block at a time: entering it again while it is entered
+    raises RuntimeError."""
+
+    def __init__(self, router, scope_name, thread_id):
+        if not isinstance(scope_name, str) or not isinstance(thread_id, str):
+            raise TypeError("scope: scope_name and thread_id must be str")
+        self._router = router
+        self.scope_name = scope_name
+        self.thread_id = thread_id
+        self._disposal = None
+
+    def _enter(self):
+        if self._disposal is not None:
+            raise RuntimeError(f"scope {self.scope_name!r}/{self.thread_id!r} is already entered")
+        self._disposal = _airlock.ScopeDisposal()
+        return self._disposal
+
+    def _leave(self, disposed):
+        disposal, self._disposal = self._disposal, None
+        disposal.disposed = disposed
+
+    def __enter__(self):
+        return self._enter()
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._leave(_sync_router(self._router).dispose_scope(self.scope_name, self.thread_id))
+        return False
+
+    async def __aenter__(self):
+        return self._enter()
+
+    async def __aexit__(self, exc_type, exc_value, traceback):
+        router = _sync_router(self._router)
+        self._leave(await asyncio.to_thread(router.dispose_scope, self.scope_name,
+                                            self.thread_id))
+        return False
+
+    def __repr__(self):
+        return f"<airlock.Scope {self.scope_name!r}/{self.thread_id!r}>"
+
+
+def scope(router, scope_name, thread_id):
+    """``with`` or ``async with``: dispose a conversation's sandboxes however the block ends
+    (a :class:`Scope`; the block gets a :class:`ScopeDisposal`, ``disposed`` set after it)."""
+    return Scope(router, scope_name, thread_id)
 
 
 class SandboxPurger:

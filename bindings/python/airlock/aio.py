@@ -5,8 +5,11 @@ the C++ core, so the event loop — and other awaits on other sandboxes, or on t
 running while a guest command does::
 
     router = airlock.aio.AsyncSandboxRouter(airlock.SandboxRouter(config))
-    sandbox = await router.acquire(key, spec)
-    result = await sandbox.exec(["python3", "-c", "print(1)"], working_directory=spec.work_dir)
+    async with await router.acquire(key, spec) as sandbox:  # disposed when the block ends
+        result = await sandbox.exec(["python3", "-c", "print(1)"])  # in the spec's work dir
+
+    async with airlock.aio.AsyncSandbox.create("linux", min_isolation="container") as sandbox:
+        ...
 
 Cancelling an awaited ``exec`` stops the guest command (its process group is killed through a
 :class:`airlock.StopSource`). Cancelling the other awaits abandons the wait, not the work: a
@@ -14,7 +17,6 @@ file transfer or ``run_code`` runs on to its own bound on its thread.
 """
 
 import asyncio
-import contextlib
 import functools
 
 
@@ -50,6 +52,33 @@ class AsyncSandbox:
     def kind(self):
         return self._sandbox.kind
 
+    @property
+    def work_dir(self):
+        """What ``working_directory`` defaults to (see :attr:`airlock.Sandbox.work_dir`)."""
+        return self._sandbox.work_dir
+
+    @staticmethod
+    def create(backend=None, *, min_isolation=None, router=None, key=None, spec=None,
+               **spec_fields):
+        """:meth:`airlock.Sandbox.create`, awaitable: ``await AsyncSandbox.create(...)``, or
+        ``async with AsyncSandbox.create(...) as sandbox:`` to dispose it when the block ends.
+        The router is built (and its floor checked) when awaited or entered."""
+        return _Creation(functools.partial(
+            __import__("airlock")._quickstart.create, backend, min_isolation=min_isolation,
+            router=router, key=key, spec=spec, **spec_fields))
+
+    async def dispose(self):
+        """``Sandbox.dispose``, awaitable."""
+        return await asyncio.to_thread(self._sandbox.dispose)
+
+    async def __aenter__(self):
+        self._sandbox.__enter__()  # refuses a handle no router can dispose, before the block
+        return self
+
+    async def __aexit__(self, exc_type, exc_value, traceback):
+        await asyncio.to_thread(self._sandbox.__exit__, exc_type, exc_value, traceback)
+        return False
+
     async def exec(self, command, **options):
         """``Sandbox.exec``, awaitable; cancelling the await kills the guest command."""
         from . import _airlock
@@ -70,6 +99,30 @@ class AsyncSandbox:
 
     def __repr__(self):
         return f"<airlock.aio.AsyncSandbox {self._sandbox!r}>"
+
+
+class _Creation:
+    """What ``AsyncSandbox.create`` returns: awaitable once, or entered once with ``async with``."""
+
+    def __init__(self, make):
+        self._make = make
+        self._sandbox = None
+
+    def __await__(self):
+        return self._create().__await__()
+
+    async def _create(self):
+        if self._make is None:
+            raise RuntimeError("AsyncSandbox.create(...) was already awaited or entered")
+        make, self._make = self._make, None
+        return AsyncSandbox(await asyncio.to_thread(make))
+
+    async def __aenter__(self):
+        self._sandbox = await self._create()
+        return await self._sandbox.__aenter__()
+
+    async def __aexit__(self, exc_type, exc_value, traceback):
+        return await self._sandbox.__aexit__(exc_type, exc_value, traceback)
 
 
 class AsyncSandboxRouter:
@@ -106,19 +159,14 @@ class AsyncSandboxRouter:
         return scope(self, scope_name, thread_id)
 
 
-@contextlib.asynccontextmanager
-async def scope(router, scope_name, thread_id):
-    """``async with``: dispose a conversation's sandboxes however the block ends.
+def scope(router, scope_name, thread_id):
+    """``async with`` (or ``with``): dispose a conversation's sandboxes however the block ends.
 
-    Yields a :class:`airlock.ScopeDisposal` that reads 0 inside the block; ``disposed`` is set
-    after it. Disposal never raises, so it cannot mask the block's own error."""
-    from . import _airlock
-    target = router.router if isinstance(router, AsyncSandboxRouter) else router
-    disposal = _airlock.ScopeDisposal()
-    try:
-        yield disposal
-    finally:
-        disposal.disposed = await asyncio.to_thread(target.dispose_scope, scope_name, thread_id)
+    An :class:`airlock.Scope`: the block gets a :class:`airlock.ScopeDisposal` that reads 0
+    inside it; ``disposed`` is set after it, the disposal having run on a worker thread.
+    Disposal never raises, so it cannot mask the block's own error."""
+    from ._binding import Scope
+    return Scope(router, scope_name, thread_id)
 
 
 async def collect_outputs(sandbox, spec, sink=None, call_time_outputs=()):

@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "errors.hpp"
+#include "sandbox.hpp"
 
 namespace airlock::python {
 namespace {
@@ -63,7 +64,7 @@ CapabilitySet declared_capabilities(py::handle capabilities, bool measure) {
 }
 
 py::list run_from_python(Sandbox& sandbox, const std::string& suite,
-                         const std::string& working_directory, py::handle capabilities,
+                         py::handle working_directory, py::handle capabilities,
                          py::handle exec_timeout, const std::optional<std::string>& allowed_url,
                          const std::optional<std::string>& denied_url, bool raise_on_failure,
                          bool measure) {
@@ -72,6 +73,7 @@ py::list run_from_python(Sandbox& sandbox, const std::string& suite,
         "measure and raise_on_failure contradict each other: a measurement carries no verdict",
         "measure");
   }
+  const std::string directory = working_directory_or_default(sandbox, working_directory);
   const CapabilitySet declared = declared_capabilities(capabilities, measure);
   const auto timeout = seconds_to_milliseconds(exec_timeout, "exec_timeout");
   if (suite == "egress" && (!allowed_url || !denied_url)) {
@@ -90,7 +92,7 @@ py::list run_from_python(Sandbox& sandbox, const std::string& suite,
   std::vector<ProbeResult> results;
   {
     py::gil_scoped_release release;
-    PosixGuestSubject subject(sandbox, working_directory, declared, timeout);
+    PosixGuestSubject subject(sandbox, directory, declared, timeout);
     results = airlock::conformance::run_conformance(subject, suite, options);
   }
   if (raise_on_failure) {
@@ -121,7 +123,8 @@ void bind_conformance(py::module_& module) {
   });
 
   module.def("run_conformance", &run_from_python, py::arg("sandbox"), py::arg("suite"),
-             py::kw_only(), py::arg("working_directory"), py::arg("capabilities") = py::none(),
+             py::kw_only(), py::arg("working_directory") = py::none(),
+             py::arg("capabilities") = py::none(),
              py::arg("exec_timeout") = 60, py::arg("allowed_url") = py::none(),
              py::arg("denied_url") = py::none(), py::arg("raise_on_failure") = false,
              py::arg("measure") = false,
@@ -136,12 +139,12 @@ void bind_conformance(py::module_& module) {
 
   module.def(
       "measure_files_delete_probes",
-      [](Sandbox& sandbox, const std::string& working_directory, py::handle capabilities,
+      [](Sandbox& sandbox, py::handle working_directory, py::handle capabilities,
          py::handle exec_timeout) {
         return run_from_python(sandbox, "files_delete", working_directory, capabilities,
                                exec_timeout, std::nullopt, std::nullopt, false, true);
       },
-      py::arg("sandbox"), py::kw_only(), py::arg("working_directory"),
+      py::arg("sandbox"), py::kw_only(), py::arg("working_directory") = py::none(),
       py::arg("capabilities") = py::none(), py::arg("exec_timeout") = 60,
       "The files_delete probes with no gate, no skips, no planting and no verdict: a removal "
       "mechanism measured before its capability is declared. Never raises ConformanceFailure.");

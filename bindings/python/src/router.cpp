@@ -9,6 +9,7 @@
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "records.hpp"
+#include "sandbox.hpp"
 
 namespace airlock::python {
 namespace {
@@ -82,14 +83,21 @@ void bind_router(py::module_& module) {
           "Run every check; return the decision as a dict, or raise the first refusal.")
       .def(
           "acquire",
-          [](SandboxRouter& router, py::handle key, py::handle spec) {
+          [](const std::shared_ptr<SandboxRouter>& router, py::handle key, py::handle spec) {
             const SandboxKey parsed_key = key_from_python(key);
             const SandboxSpec parsed_spec = spec_from_python(spec);
-            py::gil_scoped_release release;
-            return router.acquire(parsed_key, parsed_spec);
+            std::shared_ptr<Sandbox> sandbox;
+            {
+              py::gil_scoped_release release;
+              sandbox = router->acquire(parsed_key, parsed_spec);
+            }
+            remember_origin(sandbox, parsed_spec, router);
+            return sandbox;
           },
           py::arg("key"), py::arg("spec"), py::keep_alive<0, 1>(),
-          "Every check, then get-or-create (warm reuse per key, kind and egress posture).")
+          "Every check, then get-or-create (warm reuse per key, kind and egress posture). The "
+          "sandbox's path methods default `working_directory` to this spec's work dir (the first "
+          "acquire's, for a warm instance); `with` on it disposes it through this router.")
       .def(
           "dispose",
           [](SandboxRouter& router, py::handle key) {

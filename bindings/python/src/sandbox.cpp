@@ -6,8 +6,10 @@
 #include <pybind11/stl.h>
 
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <stop_token>
+#include <unordered_map>
 
 #include "bindings.hpp"
 #include "convert.hpp"
@@ -32,6 +34,56 @@ Command command_from_python(py::handle command) {
 
 namespace {
 
+struct SandboxOrigin {
+  std::weak_ptr<Sandbox> sandbox;  // expired: the address was reused by another instance
+  std::string work_dir;
+  std::weak_ptr<SandboxRouter> router;
+  bool has_router = false;
+};
+
+std::mutex& origins_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Never destroyed: a handle may outlive the module's teardown at interpreter exit.
+std::unordered_map<const Sandbox*, SandboxOrigin>& origins() {
+  static auto* table = new std::unordered_map<const Sandbox*, SandboxOrigin>();
+  return *table;
+}
+
+std::optional<SandboxOrigin> origin_of(const Sandbox& sandbox) {
+  std::lock_guard lock(origins_mutex());
+  const auto found = origins().find(&sandbox);
+  if (found == origins().end() || found->second.sandbox.expired()) return std::nullopt;
+  return found->second;
+}
+
+// The router that disposes this handle; TypeError when it has none, RuntimeError when it is gone.
+std::shared_ptr<SandboxRouter> disposing_router(const Sandbox& sandbox, const char* what) {
+  const auto origin = origin_of(sandbox);
+  if (!origin || !origin->has_router) {
+    throw py::type_error(std::string(what) +
+                         ": this sandbox was not acquired from a SandboxRouter (a tool call's "
+                         "sandbox is disposed by the call: use call.condemn())");
+  }
+  auto router = origin->router.lock();
+  if (!router) {
+    throw std::runtime_error(std::string(what) +
+                             ": the SandboxRouter that acquired this sandbox no longer exists");
+  }
+  return router;
+}
+
+bool dispose_through_router(Sandbox& sandbox, const char* what) {
+  const auto router = disposing_router(sandbox, what);
+  const SandboxKey key = sandbox.key();
+  const std::string kind = sandbox.kind();
+  py::gil_scoped_release release;
+  const std::string instance = sandbox.instance_id();
+  return router->dispose_kind(key, kind, instance);
+}
+
 std::string bytes_or_text(py::handle content, const char* what) {
   if (py::isinstance<py::bytes>(content) || py::isinstance<py::str>(content)) {
     return content.cast<std::string>();  // str → UTF-8; bytes verbatim
@@ -55,6 +107,36 @@ std::uint64_t positive_count(py::handle value, const char* what) {
 
 }  // namespace
 
+void remember_origin(const std::shared_ptr<Sandbox>& sandbox, const SandboxSpec& spec,
+                     const std::shared_ptr<SandboxRouter>& router) {
+  if (!sandbox) return;
+  std::lock_guard lock(origins_mutex());
+  auto& table = origins();
+  std::erase_if(table, [](const auto& entry) { return entry.second.sandbox.expired(); });
+  auto [entry, added] = table.try_emplace(sandbox.get());
+  if (!added) {
+    if (router && !entry->second.has_router) {
+      entry->second.router = router;
+      entry->second.has_router = true;
+    }
+    return;
+  }
+  entry->second = SandboxOrigin{sandbox, spec.work_dir(), router, router != nullptr};
+}
+
+std::string working_directory_or_default(const Sandbox& sandbox, py::handle working_directory) {
+  if (!working_directory.is_none()) {
+    if (!py::isinstance<py::str>(working_directory)) {
+      throw py::type_error("working_directory: expected a str (or None for the spec's work dir)");
+    }
+    return working_directory.cast<std::string>();
+  }
+  if (const auto origin = origin_of(sandbox)) return origin->work_dir;
+  throw py::type_error(
+      "working_directory: required for this sandbox, which was not acquired from a "
+      "SandboxRouter or a tool call, so there is no spec whose work dir it defaults to");
+}
+
 void bind_sandbox(py::module_& module) {
   py::class_<std::stop_source>(module, "StopSource",
                                "Cancels the exec it is passed to: request_stop() kills the "
@@ -66,31 +148,34 @@ void bind_sandbox(py::module_& module) {
   using SandboxPtr = std::shared_ptr<Sandbox>;
   py::class_<Sandbox, SandboxPtr>(
       module, "Sandbox",
-      "A sandbox handle. Path methods confine to `working_directory` and refuse escapes and "
-      "links in any parent with ConfinementError (a ValueError), never NotFound. Safe to use "
-      "from many threads at once; the GIL is released during every operation.")
+      "A sandbox handle. Path methods confine to `working_directory` (default: the work dir of "
+      "the spec it was acquired with) and refuse escapes and links in any parent with "
+      "ConfinementError (a ValueError), never NotFound. A context manager: leaving `with` "
+      "disposes it. Safe to use from many threads at once; the GIL is released during every "
+      "operation.")
       .def_property_readonly("instance_id", &Sandbox::instance_id)
       .def_property_readonly("key", &Sandbox::key)
       .def_property_readonly("kind", &Sandbox::kind)
       .def(
           "write_file",
           [](Sandbox& sandbox, const std::string& path, py::handle content,
-             const std::string& working_directory) {
+             py::handle working_directory) {
             const std::string bytes = bytes_or_text(content, "content");
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             py::gil_scoped_release release;
-            sandbox.write_file(path, bytes, working_directory);
+            sandbox.write_file(path, bytes, directory);
           },
-          py::arg("path"), py::arg("content"), py::kw_only(), py::arg("working_directory"),
+          py::arg("path"), py::arg("content"), py::kw_only(), py::arg("working_directory") = py::none(),
           "Write bytes (or str, as UTF-8) at path, creating parents and replacing what was there.")
       .def(
           "exec",
-          [](Sandbox& sandbox, py::handle command, const std::string& working_directory,
+          [](Sandbox& sandbox, py::handle command, py::handle working_directory,
              py::handle timeout, py::handle max_output_bytes, bool truncate, py::handle stdin_data,
              std::optional<std::map<std::string, std::string>> environment,
              const std::stop_source* stop, py::object on_output) {
             const Command parsed = command_from_python(command);
             ExecOptions options;
-            options.working_directory = working_directory;
+            options.working_directory = working_directory_or_default(sandbox, working_directory);
             options.timeout = seconds_to_milliseconds(timeout, "timeout");
             if (!max_output_bytes.is_none()) {
               options.max_output_bytes = positive_count(max_output_bytes, "max_output_bytes");
@@ -143,7 +228,7 @@ void bind_sandbox(py::module_& module) {
             if (raised) throw std::move(*raised);
             return result;
           },
-          py::arg("command"), py::kw_only(), py::arg("working_directory"), py::arg("timeout") = 60,
+          py::arg("command"), py::kw_only(), py::arg("working_directory") = py::none(), py::arg("timeout") = 60,
           py::arg("max_output_bytes") = py::none(), py::arg("truncate") = false,
           py::arg("stdin") = py::none(), py::arg("environment") = py::none(),
           py::arg("stop") = nullptr, py::arg("on_output") = py::none(),
@@ -158,15 +243,16 @@ void bind_sandbox(py::module_& module) {
           "the command and is raised from exec.")
       .def(
           "exec_bounded",
-          [](Sandbox& sandbox, py::handle command, const std::string& working_directory,
+          [](Sandbox& sandbox, py::handle command, py::handle working_directory,
              py::handle timeout, py::handle max_output_bytes) {
             const Command parsed = command_from_python(command);
             const auto millis = seconds_to_milliseconds(timeout, "timeout");
             const auto ceiling = positive_count(max_output_bytes, "max_output_bytes");
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             py::gil_scoped_release release;
-            return sandbox.exec_bounded(parsed, working_directory, millis, ceiling);
+            return sandbox.exec_bounded(parsed, directory, millis, ceiling);
           },
-          py::arg("command"), py::kw_only(), py::arg("working_directory"), py::arg("timeout"),
+          py::arg("command"), py::kw_only(), py::arg("working_directory") = py::none(), py::arg("timeout"),
           py::arg("max_output_bytes"),
           "exec with an output ceiling that refuses (SandboxExecOutputLimitExceeded).")
       .def(
@@ -180,43 +266,47 @@ void bind_sandbox(py::module_& module) {
           "Run Python code with the guest's python3 in the spec's work dir.")
       .def(
           "stat_file",
-          [](Sandbox& sandbox, const std::string& path, const std::string& working_directory) {
+          [](Sandbox& sandbox, const std::string& path, py::handle working_directory) {
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             py::gil_scoped_release release;
-            return sandbox.stat_file(path, working_directory);
+            return sandbox.stat_file(path, directory);
           },
-          py::arg("path"), py::kw_only(), py::arg("working_directory"),
+          py::arg("path"), py::kw_only(), py::arg("working_directory") = py::none(),
           "Describe path like lstat (a link is a symlink, never followed); None when absent.")
       .def(
           "read_file",
-          [](Sandbox& sandbox, const std::string& path, const std::string& working_directory,
+          [](Sandbox& sandbox, const std::string& path, py::handle working_directory,
              py::handle max_bytes) {
             const auto cap = positive_count(max_bytes, "max_bytes");
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             std::string content;
             {
               py::gil_scoped_release release;
-              content = sandbox.read_file(path, working_directory, cap);
+              content = sandbox.read_file(path, directory, cap);
             }
             return py::bytes(content);
           },
-          py::arg("path"), py::kw_only(), py::arg("working_directory"),
+          py::arg("path"), py::kw_only(), py::arg("working_directory") = py::none(),
           py::arg("max_bytes") = kDefaultTransferLimits.max_bytes_per_file,
           "Read a regular file as bytes. A larger file than max_bytes is refused "
           "(SandboxTransferCapExceeded), never truncated.")
       .def(
           "list_dir",
-          [](Sandbox& sandbox, const std::string& path, const std::string& working_directory) {
+          [](Sandbox& sandbox, const std::string& path, py::handle working_directory) {
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             py::gil_scoped_release release;
-            return sandbox.list_dir(path, working_directory);
+            return sandbox.list_dir(path, directory);
           },
-          py::arg("path"), py::kw_only(), py::arg("working_directory"))
+          py::arg("path"), py::kw_only(), py::arg("working_directory") = py::none())
       .def(
           "remove",
-          [](Sandbox& sandbox, const std::string& path, const std::string& working_directory,
+          [](Sandbox& sandbox, const std::string& path, py::handle working_directory,
              bool recursive) {
+            const std::string directory = working_directory_or_default(sandbox, working_directory);
             py::gil_scoped_release release;
-            sandbox.remove(path, working_directory, recursive);
+            sandbox.remove(path, directory, recursive);
           },
-          py::arg("path"), py::kw_only(), py::arg("working_directory"),
+          py::arg("path"), py::kw_only(), py::arg("working_directory") = py::none(),
           py::arg("recursive") = false,
           "Remove path; a missing path is success; a link is removed, never followed.")
       .def(
@@ -234,6 +324,36 @@ void bind_sandbox(py::module_& module) {
             return out;
           },
           "The host/guest directory pair for unix sockets, or None when the backend has none.")
+      .def(
+          "dispose",
+          [](Sandbox& sandbox) { return dispose_through_router(sandbox, "dispose"); },
+          "Dispose this instance through the router that acquired it (the key's other kinds, "
+          "and a newer instance of this kind, are left alone). True when nothing of it remains "
+          "(an instance already gone included), False when the backend could not remove it; "
+          "never raises for what the backend did.")
+      .def(
+          "__enter__",
+          [](py::object self) {
+            disposing_router(self.cast<Sandbox&>(), "with sandbox");
+            return self;
+          },
+          "`with router.acquire(key, spec) as sandbox:` disposes the sandbox however the block "
+          "ends; the block's own exception propagates.")
+      .def(
+          "__exit__",
+          [](Sandbox& sandbox, py::handle, py::handle, py::handle) {
+            dispose_through_router(sandbox, "with sandbox");
+            return false;
+          },
+          py::arg("exc_type"), py::arg("exc_value"), py::arg("traceback"))
+      .def_property_readonly(
+          "work_dir",
+          [](const Sandbox& sandbox) -> std::optional<std::string> {
+            if (const auto origin = origin_of(sandbox)) return origin->work_dir;
+            return std::nullopt;
+          },
+          "The work dir of the spec this instance was acquired with (what `working_directory` "
+          "defaults to), or None for a handle that came from neither a router nor a tool call.")
       .def("__repr__", [](Sandbox& sandbox) {
         return "<airlock.Sandbox kind=" + std::string(py::repr(py::str(sandbox.kind()))) +
                " instance_id=" + std::string(py::repr(py::str(sandbox.instance_id()))) + ">";

@@ -23,6 +23,7 @@
 #include "convert.hpp"
 #include "host_tools.hpp"
 #include "records.hpp"
+#include "sandbox.hpp"
 
 namespace airlock::python {
 namespace {
@@ -256,7 +257,9 @@ void bind_tool_binding(py::module_& module) {
               acquired = handle.call.acquire(key);
             }
             if (auto* refusal = std::get_if<std::string>(&acquired)) return py::str(*refusal);
-            return py::cast(std::get<std::shared_ptr<Sandbox>>(acquired));
+            const auto& sandbox = std::get<std::shared_ptr<Sandbox>>(acquired);
+            remember_origin(sandbox, handle.call.spec(), nullptr);
+            return py::cast(sandbox);
           },
           py::arg("key"),
           "Admission + acquire, once per key for the call (another key: its own sandbox); a "
@@ -420,13 +423,15 @@ void bind_tool_binding(py::module_& module) {
 
   module.def(
       "reclaim_guest_path",
-      [](Sandbox& sandbox, const std::string& path, const std::string& working_directory,
+      [](Sandbox& sandbox, const std::string& path, py::handle working_directory,
          py::handle timeout) {
         const Milliseconds bound = seconds_to_milliseconds(timeout, "timeout");
+        const std::string directory = working_directory_or_default(sandbox, working_directory);
         py::gil_scoped_release release;
-        return reclaim_guest_path(sandbox, path, working_directory, bound);
+        return reclaim_guest_path(sandbox, path, directory, bound);
       },
-      py::arg("sandbox"), py::arg("path"), py::kw_only(), py::arg("working_directory"),
+      py::arg("sandbox"), py::arg("path"), py::kw_only(),
+      py::arg("working_directory") = py::none(),
       py::arg("timeout") = 30.0,
       "Remove a call-owned guest path and everything under it: None when it is gone, else the "
       "reason (a str). Refused without touching the guest: a path outside working_directory, the "

@@ -166,7 +166,7 @@ def test_bad_arguments_are_refused_before_anything_runs(testing_router):
     with pytest.raises(TypeError):
         sandbox.write_file("x", 12, working_directory=WORK)
     with pytest.raises(TypeError):
-        sandbox.read_file("x")  # working_directory is required, keyword-only
+        sandbox.read_file("x", WORK)  # working_directory is keyword-only
 
 
 def test_emulated_exec_runs_argv_and_shell(testing_router):
