@@ -27,7 +27,7 @@ build: configure
 # `container`, printing what the router decided. Builds only what the job runs, one line per
 # phase (scripts/make-run).
 run:
-	@scripts/make-run $(PRESET)
+	@scripts/make-run
 
 # Everything: installs what the tests need, builds, starts the services tests need, runs every
 # suite, stops what it started.
