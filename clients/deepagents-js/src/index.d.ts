@@ -268,6 +268,14 @@ export interface AirlockError {
   limit?: number;
   size?: number;
   kill_confirmed?: boolean;
+  /** With refusal: the path that was refused, as the caller gave it. */
+  path?: string;
+  /** On a ProgramTimeout: the signal that ended the program, what it reached, what it printed. */
+  signal?: string;
+  reach?: string;
+  output?: string;
+  /** On a ConformanceFailure: each probe that failed. */
+  failures?: { probe: string; why: string; failure: string }[];
 }
 
 /** One event of AirlockClient.execStream. */
