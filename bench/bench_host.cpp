@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #ifndef MOUNT_ATTR_RDONLY
 #include <linux/mount.h>  // struct mount_attr, when the C library's headers do not define it
@@ -143,6 +146,104 @@ std::optional<std::string> find_bwrap() {
     if (::access(candidate, X_OK) == 0) return std::string(candidate);
   }
   return std::nullopt;
+}
+
+namespace {
+
+// Runs argv (argv[0] a path), its output to `log`; the exit status, or -1 when it could not start.
+int run_logged(const std::vector<std::string>& argv, const std::filesystem::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::vector<char*> args;
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t child = 0;
+  const int spawned = ::posix_spawn(&child, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return -1;
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string first_line_of(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+std::optional<OciPeer> OciPeer::prepare(const std::string& runtime,
+                                        const std::filesystem::path& scratch, std::string& why) {
+  std::string binary;
+  for (const char* directory : {"/usr/sbin/", "/usr/bin/", "/usr/local/bin/", "/usr/local/sbin/"}) {
+    if (::access((directory + runtime).c_str(), X_OK) == 0) {
+      binary = directory + runtime;
+      break;
+    }
+  }
+  if (binary.empty()) {
+    why = runtime + " is not installed (apt-get install " + runtime + ")";
+    return std::nullopt;
+  }
+  const std::filesystem::path bundle = scratch / runtime;
+  const std::filesystem::path log = scratch / (runtime + ".log");
+  std::filesystem::create_directories(bundle / "rootfs" / "usr");
+  for (const char* link : {"bin", "lib", "lib64", "sbin"}) {
+    std::error_code ignored;
+    std::filesystem::create_symlink(std::string("usr/") + link, bundle / "rootfs" / link, ignored);
+  }
+  if (run_logged({binary, "spec", "--bundle", bundle.string()}, log) != 0) {
+    why = runtime + " spec failed: " + first_line_of(log);
+    return std::nullopt;
+  }
+  nlohmann::json config;
+  {
+    std::ifstream in(bundle / "config.json");
+    config = nlohmann::json::parse(in, nullptr, false);
+  }
+  if (config.is_discarded() || !config.contains("process") || !config.contains("mounts")) {
+    why = runtime + " spec wrote a config.json this bench cannot read";
+    return std::nullopt;
+  }
+  config["process"]["terminal"] = false;
+  config["process"]["args"] = {"/bin/true"};
+  config["root"] = {{"path", (bundle / "rootfs").string()}, {"readonly", true}};
+  config["mounts"].push_back({{"destination", "/usr"},
+                              {"type", "bind"},
+                              {"source", "/usr"},
+                              {"options", {"rbind", "ro", "nosuid", "nodev"}}});
+  {
+    std::ofstream out(bundle / "config.json");
+    out << config.dump(1);
+  }
+  OciPeer peer(runtime, binary, bundle);
+  const std::string id = "airlock-bench-probe-" + std::to_string(::getpid());
+  if (run_logged({binary, "run", "--bundle", bundle.string(), id}, log) != 0) {
+    why = runtime + " cannot run a container here: " + first_line_of(log);
+    return std::nullopt;
+  }
+  return peer;
+}
+
+void OciPeer::run_true() {
+  const std::string id =
+      "airlock-bench-" + std::to_string(::getpid()) + "-" + std::to_string(next_++);
+  char* argv[] = {const_cast<char*>(name_.c_str()), const_cast<char*>("run"),
+                  const_cast<char*>("--bundle"), const_cast<char*>(bundle_.c_str()),
+                  const_cast<char*>(id.c_str()), nullptr};
+  pid_t child = 0;
+  if (::posix_spawn(&child, binary_.c_str(), nullptr, nullptr, argv, environ) != 0) {
+    throw std::runtime_error(name_ + " could not be started");
+  }
+  wait_success(child, (name_ + " run true").c_str());
 }
 
 void bwrap_true(const std::string& bwrap) {

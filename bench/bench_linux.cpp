@@ -5,7 +5,8 @@
 //      first acquire of a process — no standby — is measured and reported beside it)
 //   warm `exec true`                   ≤ 1.3 × host fork+exec
 //   8 MiB write_file / read_file       ≥ 1 GB/s each way
-// Cold runs are interleaved with the floor and bwrap, so all three meet the same machine state
+// runc and crun (one-shot bundles, as an engine runs them) are reported beside bwrap when they
+// can run here. Cold runs are interleaved with the floor and the peers, so all three meet the same machine state
 // (network namespace teardown is asynchronous and slows whatever comes next). Stats are held by
 // value: BenchRun stores them in a vector that later records reallocate.
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <vector>
 
 #include "airlock/backends/linux.hpp"
 #include "bench.hpp"
@@ -94,6 +96,21 @@ void run_linux_group(BenchRun& run) {
   // Cold, interleaved with the floor and bwrap.
   const auto bwrap = host_baseline::find_bwrap();
   if (!bwrap) run.skipped("bwrap true", "bubblewrap is not installed (apt-get install bubblewrap)");
+  // runc and crun one-shot, as a container engine runs them (a bundle, a cgroup, run and delete).
+  ScratchDirectory oci_scratch("airlock-bench-oci");
+  std::vector<host_baseline::OciPeer> oci;
+  std::vector<Stats> oci_samples;
+  for (const char* runtime : {"runc", "crun"}) {
+    std::string why;
+    if (auto peer = host_baseline::OciPeer::prepare(runtime, oci_scratch.path, why)) {
+      oci.push_back(std::move(*peer));
+      Stats samples;
+      samples.subject = std::string(runtime) + " run (one-shot bundle) /bin/true";
+      oci_samples.push_back(samples);
+    } else {
+      run.skipped(std::string(runtime) + " run /bin/true", why);
+    }
+  }
   // A second backend without a standby: the first acquire of a process, every time.
   LinuxBackendConfig direct_config = config;
   direct_config.standby = false;
@@ -133,7 +150,14 @@ void run_linux_group(BenchRun& run) {
       host_baseline::bwrap_true(*bwrap);
       bwrap_ms = elapsed_ms(start);
     }
+    std::vector<double> oci_ms;
+    for (auto& runtime : oci) {
+      start = BenchClock::now();
+      runtime.run_true();
+      oci_ms.push_back(elapsed_ms(start));
+    }
     if (i < 0) continue;  // warm-up rounds
+    for (std::size_t p = 0; p < oci.size(); ++p) oci_samples[p].samples.push_back(oci_ms[p]);
     cold.samples.push_back(cold_ms);
     direct.samples.push_back(direct_ms);
     floor.samples.push_back(floor_ms);
@@ -150,6 +174,13 @@ void run_linux_group(BenchRun& run) {
     run.ratio("linux cold acquire+exec / bwrap", cold_stats, peer_stats, 0.5);
     run.ratio("linux cold acquire+exec, no standby / bwrap", direct_stats, peer_stats,
               std::nullopt);
+  }
+  for (std::size_t p = 0; p < oci.size(); ++p) {
+    const Stats peer_stats = run.record(oci_samples[p]);
+    run.ratio("linux cold acquire+exec / " + oci[p].name() + " run", cold_stats, peer_stats,
+              std::nullopt);
+    run.ratio("linux cold acquire+exec, no standby / " + oci[p].name() + " run", direct_stats,
+              peer_stats, std::nullopt);
   }
   run.ratio("linux warm exec true / host fork+exec", warm_exec, host_exec, 1.3);
   Stats gigabyte;
