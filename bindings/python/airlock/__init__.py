@@ -6,8 +6,13 @@ agents write.
     router = airlock.SandboxRouter({"backends": [{"type": "linux"}],
                                     "min_isolation": "container"})
     spec = airlock.SandboxSpec(kind="demo", image="host")
-    sandbox = router.acquire(airlock.SandboxKey("tenant", "thread-1", "demo"), spec)
-    result = sandbox.exec(["echo", "hi"], working_directory=spec.work_dir)
+    with router.acquire(airlock.SandboxKey("tenant", "thread-1", "demo"), spec) as sandbox:
+        result = sandbox.exec(["echo", "hi"])  # in the spec's work dir
+
+or, for one sandbox on one backend (the router and its floor are still there)::
+
+    with airlock.Sandbox.create("linux", min_isolation="container") as sandbox:
+        print(sandbox.exec("uname -a").stdout)
 
 The C++ core does the work (``airlock._airlock``); this package adds the Python spellings: the
 vocabulary as ``enum.StrEnum`` classes built from the C++ tables (``str(Isolation.MICROVM)`` is
@@ -62,6 +67,7 @@ ReclaimFailure = _airlock.ReclaimFailure
 Sandbox = _airlock.Sandbox
 StopSource = _airlock.StopSource
 SandboxRouter = _airlock.SandboxRouter
+__version__ = _airlock.__version__
 backend_types = _airlock.backend_types
 
 OutputSink = _airlock.OutputSink
@@ -100,8 +106,15 @@ from ._host_tools import *  # noqa: E402,F401,F403 — registry, run, declaratio
 # ---- binding a workload as a tool (airlock/_binding.py) ------------------------------------
 
 from ._binding import (  # noqa: E402 — after the records it uses
-    CallerContext, SandboxPurger, list_all_files, list_no_files, make_caller_context,
+    CallerContext, SandboxPurger, Scope, list_all_files, list_no_files, make_caller_context,
     reclaim_guest_path, sandbox_tool_declarations, sandboxed_tool, scope)
+
+
+# ---- the quick start (airlock/_quickstart.py) ----------------------------------------------
+
+from . import _quickstart  # noqa: E402
+
+Sandbox.create = staticmethod(_quickstart.create)
 
 
 # ---- the codeact kind -----------------------------------------------------------------------

@@ -11,6 +11,7 @@
 PYBIND11_MODULE(_airlock, module) {
   using namespace airlock::python;
   module.doc() = "airlock's C++ core (use the `airlock` package)";
+  module.attr("__version__") = AIRLOCK_PYTHON_VERSION;  // the project's, from CMakeLists.txt
   register_error_translator();
   bind_vocabulary(module);
   bind_errors(module);
