@@ -87,6 +87,7 @@ took "a fresh venv with the wheel"
 begin
 smoke=("$version" "$site")
 if is_root; then
+  [[ -x $airlock ]] || fail "the CLI $airlock is not built: it checks what the smoke test leaves"
   linux_backend_config airlock-python-wheel
   smoke+=("$state")
 else
