@@ -119,11 +119,17 @@ void serve_one(int channel, int root, int proc, const std::string& request,
     reply.u32(0);
     switch (op) {
       case Op::write: {
-        std::string content;
-        if (fds.size() != 1 || !read_memfd(fds.front().get(), max_bytes, content)) {
-          throw TransferCapExceeded("files_in.max_bytes_per_file", path, max_bytes);
+        // Straight from the host's memfd into the file, in the kernel.
+        struct stat source {};
+        if (fds.size() != 1 || ::fstat(fds.front().get(), &source) != 0 || source.st_size < 0) {
+          throw BackendError("the file agent was not handed the file's bytes");
         }
-        plane.write_file(path, content, working_directory);
+        if (static_cast<std::uint64_t>(source.st_size) > max_bytes) {
+          throw TransferCapExceeded("files_in.max_bytes_per_file", path, max_bytes,
+                                    static_cast<std::uint64_t>(source.st_size));
+        }
+        plane.write_file_from(path, fds.front().get(), static_cast<std::uint64_t>(source.st_size),
+                              working_directory);
         answer(channel, reply.take());
         return;
       }
@@ -285,9 +291,8 @@ RemoteFilePlane::Reply RemoteFilePlane::call(Op op, std::string_view path,
   }
   std::lock_guard lock(mutex_);
   const int fd = attached.get();
-  if (const int error =
-          protocol::send_message(channel_.get(), request.data(), attached ? &fd : nullptr,
-                                 attached ? 1 : 0);
+  if (const int error = protocol::send_message(channel_.get(), request.data(),
+                                               attached ? &fd : nullptr, attached ? 1 : 0);
       error != 0) {
     throw BackendError("the sandbox's file agent is gone", base::SyscallError(error, "sendmsg"));
   }
@@ -360,8 +365,7 @@ std::string RemoteFilePlane::read_file(std::string_view path, std::string_view w
   const Reply reply = call(Op::read, path, working_directory, max_bytes, false, {});
   std::string content;
   if (!reply.fd || !read_memfd(reply.fd.get(), max_bytes, content)) {
-    throw BackendError("the sandbox's file agent could not hand the file over",
-                       std::string(path));
+    throw BackendError("the sandbox's file agent could not hand the file over", std::string(path));
   }
   return content;
 }

@@ -21,7 +21,9 @@ namespace airlock::linux_backend {
 namespace {
 
 // The path as the caller wrote it, for messages (a guest path: never a host path).
-std::string quoted(std::string_view path) { return "'" + std::string(path) + "'"; }
+std::string quoted(std::string_view path) {
+  return "'" + std::string(path) + "'";
+}
 
 // confine_guest_path, plus the kernel's own limit on a whole path: a guest could not name a
 // longer one either, so the host plane does not make what no guest path can reach.
@@ -55,8 +57,7 @@ std::string leaf_of(const std::string& absolute) {
     case EXDEV:
       throw ConfinementError(quoted(path) + " resolves outside the sandbox");
     case ENOTDIR:
-      throw NotADirectory("a parent of " + quoted(path) + " is not a directory",
-                          std::string(path));
+      throw NotADirectory("a parent of " + quoted(path) + " is not a directory", std::string(path));
     case ENOENT:
       throw NotFound(quoted(path) + " does not exist", std::string(path));
     case EISDIR:
@@ -116,14 +117,68 @@ std::string temporary_name() {
 
 void FilePlane::write_file(std::string_view path, std::string_view content,
                            std::string_view working_directory) const {
+  write_with(path, content.size(), working_directory, [&](int file) {
+    std::size_t done = 0;
+    while (done < content.size()) {
+      const ssize_t written = ::write(file, content.data() + done, content.size() - done);
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += static_cast<std::size_t>(written);
+    }
+    return 0;
+  });
+}
+
+void FilePlane::write_file_from(std::string_view path, int source, std::uint64_t size,
+                                std::string_view working_directory) const {
+  write_with(path, size, working_directory, [&](int file) {
+    loff_t from = 0;
+    while (static_cast<std::uint64_t>(from) < size) {
+      const ssize_t copied =
+          ::copy_file_range(source, &from, file, nullptr,
+                            static_cast<std::size_t>(size - static_cast<std::uint64_t>(from)), 0);
+      if (copied > 0) continue;
+      if (copied < 0 && errno == EINTR) continue;
+      if (copied == 0) return EIO;  // the source is shorter than it said
+      if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+        return errno;
+      }
+      // A kernel that will not copy between these two filesystems: through a buffer instead.
+      char buffer[1 << 16];
+      while (static_cast<std::uint64_t>(from) < size) {
+        const std::size_t want = static_cast<std::size_t>(
+            std::min<std::uint64_t>(sizeof buffer, size - static_cast<std::uint64_t>(from)));
+        const ssize_t got = ::pread(source, buffer, want, from);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return got == 0 ? EIO : errno;
+        for (ssize_t put = 0; put < got;) {
+          const ssize_t written = ::write(file, buffer + put, static_cast<std::size_t>(got - put));
+          if (written < 0) {
+            if (errno == EINTR) continue;
+            return errno;
+          }
+          put += written;
+        }
+        from += got;
+      }
+    }
+    return 0;
+  });
+}
+
+void FilePlane::write_with(std::string_view path, std::uint64_t size,
+                           std::string_view working_directory,
+                           const std::function<int(int)>& fill) const {
   const std::string absolute = confine(path, working_directory);
   if (absolute == normalize_guest_path(working_directory)) {
     throw ConfinementError(quoted(path) +
                            " names the working directory itself; a write needs a file path");
   }
-  if (content.size() > max_write_bytes_) {
+  if (size > max_write_bytes_) {
     throw TransferCapExceeded("files_in.max_bytes_per_file", std::string(path), max_write_bytes_,
-                              content.size());
+                              size);
   }
   // Parents, one level at a time under held descriptors, created where missing.
   base::UniqueFd parent(::fcntl(root_, F_DUPFD_CLOEXEC, 0));
@@ -175,16 +230,9 @@ void FilePlane::write_file(std::string_view path, std::string_view content,
                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!file) raise_errno(errno, path, "create");
   auto discard = [&] { ::unlinkat(parent.get(), temporary.c_str(), 0); };
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t written = ::write(file.get(), content.data() + done, content.size() - done);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      const int error = errno;
-      discard();
-      raise_errno(error, path, "write");
-    }
-    done += static_cast<std::size_t>(written);
+  if (const int error = fill(file.get()); error != 0) {
+    discard();
+    raise_errno(error, path, "write");
   }
   if ((chown_ && ::fchown(file.get(), owner_uid_, owner_gid_) != 0) ||
       ::fchmod(file.get(), mode) != 0) {
@@ -249,9 +297,9 @@ std::string FilePlane::read_file(std::string_view path, std::string_view working
                       std::string(path));
   }
   if (info.st_nlink > 1) {
-    throw SystemError(quoted(path) +
-                          " has other hard links; it could name a file the guest cannot read",
-                      EMLINK, std::string(path));
+    throw SystemError(
+        quoted(path) + " has other hard links; it could name a file the guest cannot read", EMLINK,
+        std::string(path));
   }
   const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size > max_bytes) throw TransferCapExceeded("max_bytes", std::string(path), max_bytes, size);

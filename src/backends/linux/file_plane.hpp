@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,10 @@ class FilePlane {
 
   void write_file(std::string_view path, std::string_view content,
                   std::string_view working_directory) const;
+  // The same, the content being the first `size` bytes of `source` (a memfd the host filled):
+  // copied in the kernel, never through this process's memory.
+  void write_file_from(std::string_view path, int source, std::uint64_t size,
+                       std::string_view working_directory) const;
   std::optional<SandboxEntry> stat_file(std::string_view path,
                                         std::string_view working_directory) const;
   std::string read_file(std::string_view path, std::string_view working_directory,
@@ -57,6 +62,11 @@ class FilePlane {
   void remove(std::string_view path, std::string_view working_directory, bool recursive) const;
 
  private:
+  // Everything a write does but filling the file: `fill(fd)` writes the content into the new
+  // sibling and returns 0, or an errno.
+  void write_with(std::string_view path, std::uint64_t size, std::string_view working_directory,
+                  const std::function<int(int)>& fill) const;
+
   int root_;
   uid_t owner_uid_;
   gid_t owner_gid_;
