@@ -265,7 +265,8 @@ struct Callbacks {
     try {
       stream->producer =
           std::thread([stream, produce = std::move(response.stream), log = state.exchanges,
-                       recording = std::move(recording), body = state.request.body]() mutable {
+                       recording = std::move(recording),
+                       body = state.exchanges ? state.request.body : std::string()]() mutable {
             std::string sent;
             const BodyWriter write = [stream, &sent, &recording](std::string_view piece) {
               std::lock_guard lock(stream->mutex);
