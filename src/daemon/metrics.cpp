@@ -109,77 +109,65 @@ std::vector<prometheus::MetricFamily> process_families() {
   return out;
 }
 
+// A family of one unlabelled series, registered in `registry`.
+template <typename Builder>
+auto& single_series(Builder builder, prometheus::Registry& registry, const char* name,
+                    const char* help) {
+  return builder.Name(name).Help(help).Register(registry).Add({});
+}
+
 }  // namespace
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
-  auto& build = BuildGauge()
-                    .Name("airlock_build_info")
-                    .Help("the airlock version this daemon was built as")
-                    .Register(*registry_);
-  build.Add({{"version", AIRLOCK_VERSION}}).Set(1);
+  prometheus::Registry& registry = *registry_;
+  BuildGauge()
+      .Name("airlock_build_info")
+      .Help("the airlock version this daemon was built as")
+      .Register(registry)
+      .Add({{"version", AIRLOCK_VERSION}})
+      .Set(1);
   requests_ = &BuildCounter()
                    .Name("airlock_http_requests_total")
                    .Help("HTTP requests by method, route, status")
-                   .Register(*registry_);
+                   .Register(registry);
   durations_ = &BuildHistogram()
                     .Name("airlock_http_request_duration_seconds")
                     .Help("time from a request's headers to its completion, by method and route")
-                    .Register(*registry_);
+                    .Register(registry);
   exec_ = &BuildHistogram()
                .Name("airlock_exec_duration_seconds")
                .Help("admitted execs, from admission to result (queueing included)")
-               .Register(*registry_)
+               .Register(registry)
                .Add({}, latency_bounds());
   auto& acquired = BuildCounter()
                        .Name("airlock_sandboxes_acquired_total")
                        .Help(
                            "calls that got a sandbox: cold when the instance is new to its "
                            "handle, warm when the handle's instance served")
-                       .Register(*registry_);
+                       .Register(registry);
   cold_ = &acquired.Add({{"start", "cold"}});
   warm_ = &acquired.Add({{"start", "warm"}});
-  live_ = &BuildGauge()
-               .Name("airlock_sandboxes_live")
-               .Help("sandbox handles the daemon holds")
-               .Register(*registry_)
-               .Add({});
-  disposed_ = &BuildCounter()
-                   .Name("airlock_sandboxes_disposed_total")
-                   .Help("sandboxes a dispose or purge reported gone")
-                   .Register(*registry_)
-                   .Add({});
-  condemned_ = &BuildCounter()
-                    .Name("airlock_sandboxes_condemned_total")
-                    .Help("instances condemned after a command whose end is unknown")
-                    .Register(*registry_)
-                    .Add({});
-  waiting_ = &BuildGauge()
-                  .Name("airlock_admissions_waiting")
-                  .Help("calls waiting for admission")
-                  .Register(*registry_)
-                  .Add({});
-  in_flight_ = &BuildGauge()
-                    .Name("airlock_requests_in_flight")
-                    .Help("requests being received or handled")
-                    .Register(*registry_)
-                    .Add({});
-  connections_ = &BuildGauge()
-                      .Name("airlock_http_connections_open")
-                      .Help("open client connections")
-                      .Register(*registry_)
-                      .Add({});
-  clients_gone_ = &BuildCounter()
-                       .Name("airlock_clients_gone_total")
-                       .Help("clients that hung up mid-request")
-                       .Register(*registry_)
-                       .Add({});
   errors_ = &BuildCounter()
                  .Name("airlock_errors_total")
                  .Help("errors answered, by airlock error type")
-                 .Register(*registry_);
+                 .Register(registry);
+  live_ = &single_series(BuildGauge(), registry, "airlock_sandboxes_live",
+                         "sandbox handles the daemon holds");
+  disposed_ = &single_series(BuildCounter(), registry, "airlock_sandboxes_disposed_total",
+                             "sandboxes a dispose or purge reported gone");
+  condemned_ = &single_series(BuildCounter(), registry, "airlock_sandboxes_condemned_total",
+                              "instances condemned after a command whose end is unknown");
+  waiting_ = &single_series(BuildGauge(), registry, "airlock_admissions_waiting",
+                            "calls waiting for admission");
+  in_flight_ = &single_series(BuildGauge(), registry, "airlock_requests_in_flight",
+                              "requests being received or handled");
+  connections_ = &single_series(BuildGauge(), registry, "airlock_http_connections_open",
+                                "open client connections");
+  clients_gone_ = &single_series(BuildCounter(), registry, "airlock_clients_gone_total",
+                                 "clients that hung up mid-request");
 }
 
 Metrics::~Metrics() = default;
