@@ -11,7 +11,7 @@ namespace airlock::daemon {
 
 Api::Api(SandboxRouter& router, HandleStore& store, Metrics& metrics, ApiLimits limits)
     : router_(router), store_(store), metrics_(metrics), limits_(limits) {
-  metrics_.count_live_sandboxes([this] { return store_.all().size(); });
+  metrics_.count_live_sandboxes([this] { return store_.count(); });
 }
 
 Api::~Api() {

@@ -121,6 +121,11 @@ std::vector<HandleRecord> HandleStore::all() const {
   return out;
 }
 
+std::size_t HandleStore::count() const {
+  std::lock_guard lock(mutex_);
+  return records_.size();
+}
+
 void HandleStore::put(const HandleRecord& record) {
   std::lock_guard lock(mutex_);
   write(record);

@@ -47,6 +47,7 @@ class HandleStore {
 
   std::optional<HandleRecord> find(std::string_view handle) const;
   std::vector<HandleRecord> all() const;
+  std::size_t count() const;
 
   // Stores `record` durably (replacing a record of the same handle). Throws SystemError.
   void put(const HandleRecord& record);
