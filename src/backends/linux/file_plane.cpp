@@ -230,6 +230,13 @@ void FilePlane::write_with(std::string_view path, std::uint64_t size,
                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!file) raise_errno(errno, path, "create");
   auto discard = [&] { ::unlinkat(parent.get(), temporary.c_str(), 0); };
+  // The final size first: the storage's tmpfs then gives a large file huge pages from its first
+  // byte on (huge=within_size), and the writes that follow never extend the file.
+  if (size > 0 && ::ftruncate(file.get(), static_cast<off_t>(size)) != 0) {
+    const int error = errno;
+    discard();
+    raise_errno(error, path, "size");
+  }
   if (const int error = fill(file.get()); error != 0) {
     discard();
     raise_errno(error, path, "write");

@@ -116,8 +116,17 @@ base::UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
                               ",nr_inodes=" + std::to_string(config.storage_inodes) +
                               ",mode=0755,uid=" + std::to_string(owner) +
                               ",gid=" + std::to_string(owner);
-  must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
-             "mount the sandbox's storage");
+  // huge=within_size: a file of 2 MiB and more is held in huge pages where the kernel can
+  // find them (an 8 MiB write_file runs ~8x faster than on 4 KiB pages; measured in
+  // `airlock bench --only linux`); smaller files, most of them, stay on small pages, so nothing
+  // is wasted. Every page still counts against size= and the memory cgroup. A kernel without
+  // transparent huge pages refuses the option: the storage is then mounted without it.
+  if (::mount("tmpfs", fd_path(point.get()).c_str(), "tmpfs", MS_NOSUID | MS_NODEV,
+              (options + ",huge=within_size").c_str()) != 0) {
+    if (errno != EINVAL) fail("mount the sandbox's storage", errno);
+    must_mount("tmpfs", fd_path(point.get()), "tmpfs", MS_NOSUID | MS_NODEV, options,
+               "mount the sandbox's storage");
+  }
   base::UniqueFd storage = open_beneath(sandbox, "storage", "open the sandbox's storage");
   const int guest = guest_root_owner(config);
   make_directory(storage.get(), "tmp", 01777, guest, "storage /tmp");
