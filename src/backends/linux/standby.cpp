@@ -291,8 +291,10 @@ int StandbyMonitor::reclaim_orphans(const StateStore& store) noexcept {
                                              value.value("owner_start_time", std::uint64_t{0}),
                                              boot);
       // A standby that was started and is gone will never be claimed; one not started yet is
-      // its owner's to finish, unless the owner is gone too.
-      if (standby_alive || (pid == 0 && owner_alive) || (partial && owner_alive)) return;
+      // its owner's to finish. Nothing of an owner that is gone is kept: its standby may still
+      // be running for a moment after the owner's death (PR_SET_PDEATHSIG is delivered, not
+      // instant), and is killed here rather than left to outlive this pass.
+      if (owner_alive && (standby_alive || pid == 0 || partial)) return;
       reclaim(path, value);
       if (!partial) ++reclaimed;
     });
