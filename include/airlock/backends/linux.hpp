@@ -70,6 +70,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,43 @@
 #include "airlock/records.hpp"
 
 namespace airlock {
+
+// The warm pool (off unless `size` > 0): sandboxes built ahead of need, per shape — image, work
+// dir, limits, egress posture — so that a cold acquire of a shape seen before claims a ready
+// sandbox instead of building one. A pooled sandbox has never been handed out (it is claimed
+// once, by one conversation, and never returned), appears in list_sandboxes() with state
+// "pooled", counts against the host like any sandbox, and is reclaimed by purge_all() and,
+// after its process died, by the next backend on the state directory.
+struct LinuxPoolConfig {
+  // Ready sandboxes kept per shape; 0 turns the pool off.
+  std::uint32_t size = 0;
+  // A shape not acquired for this long is forgotten, its ready sandboxes discarded.
+  std::chrono::milliseconds idle_timeout{5 * 60 * 1000};
+  // What all ready sandboxes may hold in memory together, as their cgroups count it (init,
+  // page tables, empty storage): no member is built past it.
+  std::uint64_t memory_ceiling_bytes = std::uint64_t{256} << 20;
+  // Build the default shape (default image and limits, the seeds' default work dir, egress
+  // closed) at construction instead of at its first acquire.
+  bool prewarm = false;
+  // At most this many shapes are kept warm; the least recently acquired makes room.
+  std::uint32_t max_shapes = 8;
+};
+
+// One sandbox's start, step by step (LinuxBackendConfig::setup_observer).
+struct LinuxSetupTimings {
+  std::string instance_id;
+  bool pooled = false;   // built by the warm pool, off every acquire's path
+  bool standby = false;  // started by claiming the standby monitor
+  // In order, each step's own duration: "prepare" (the library: host id range, record,
+  // cgroups, state directory, control socket), then the monitor's and the init's — "spawn"
+  // (exec of airlock-init and its config; a standby's claim), "cgroup joins", "root mounts",
+  // "namespaces (clone)", "id maps", "proc, sys, pivot_root", "init ready" (loopback, hostname,
+  // signals, until the library reads the report) — then "record" (the library's last write).
+  // The seccomp filter is compiled once per backend, inside the first "prepare", and installed
+  // by every command as it starts.
+  std::vector<std::pair<std::string, std::chrono::nanoseconds>> steps;
+};
+using LinuxSetupObserver = std::function<void(const LinuxSetupTimings&)>;
 
 struct LinuxBackendConfig {
   // Where records, control sockets and sandbox storage live. Empty: $AIRLOCK_STATE_DIR, else
@@ -130,11 +168,16 @@ struct LinuxBackendConfig {
   // from the first acquire on, so later cold acquires skip the spawn and the cgroup migration.
   // Costs one idle process and its empty cgroups per backend.
   bool standby = true;
+  // Sandboxes built ahead of need (off by default; see LinuxPoolConfig).
+  LinuxPoolConfig pool;
   // The proxy policy of every `allowlist` sandbox: its allowed_hosts are replaced by the spec's
   // egress_allow; every other field (ports, bounds, the test-only allow_nonglobal_for_tests)
   // applies as set here. Not part of a sandbox's identity: a process that adopts a live sandbox
   // serves it with ITS config's policy.
   EgressPolicy egress_policy;
+  // Called with the step-by-step timings of every sandbox this backend starts (on the thread
+  // that started it: an acquire's, or the warm pool's). Must be quick and must not throw.
+  LinuxSetupObserver setup_observer;
   // Called (on the proxy's event-loop thread) with every egress decision of this backend's
   // sandboxes, after it is logged. Must be quick.
   EgressDecisionCallback egress_decisions;
@@ -143,7 +186,8 @@ struct LinuxBackendConfig {
 // Config keys (JSON, as given to make_backend("linux", …)): state_dir, default_image,
 // image_store, uid_base,
 // memory_bytes, pids, cpu_millis (each a number, or null for no limit), max_concurrent_commands,
-// init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, limits
+// init_path, output_ceiling_bytes, start_timeout_ms, per_command_cgroups, standby, pool ({size,
+// idle_timeout_ms, memory_ceiling_bytes, prewarm, max_shapes}), limits
 // ({files_in, files_out}), egress_ports (the ports an allowlisted sandbox may reach, default
 // [443]), egress_allow_nonglobal_for_tests (CIDR ranges; WEAKENS the boundary, see egress.hpp).
 // Unknown keys are refused naming the key.

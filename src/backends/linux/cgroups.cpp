@@ -401,4 +401,15 @@ bool destroy_cgroups(const std::vector<std::string>& directories,
   return removed && empty;
 }
 
+std::optional<std::uint64_t> memory_usage(const std::vector<std::string>& directories) {
+  for (const auto& directory : directories) {
+    for (const char* file : {"memory.current", "memory.usage_in_bytes"}) {
+      std::ifstream counter(directory + "/" + file);
+      std::uint64_t bytes = 0;
+      if (counter >> bytes) return bytes;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace airlock::linux_backend

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -73,5 +74,10 @@ bool same_hierarchies(const InstanceCgroups& a, const InstanceCgroups& b);
 // them to be gone, and removes the directories. True when nothing is left. Never throws.
 bool destroy_cgroups(const std::vector<std::string>& directories,
                      std::chrono::milliseconds patience);
+
+// What the processes in `directories` are charged for in memory, as the first of them with a
+// memory controller counts it (memory.current, or v1's memory.usage_in_bytes). nullopt when none
+// has one.
+std::optional<std::uint64_t> memory_usage(const std::vector<std::string>& directories);
 
 }  // namespace airlock::linux_backend

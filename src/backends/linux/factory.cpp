@@ -11,6 +11,38 @@ namespace {
 using Linux = LinuxBackendConfig;
 namespace fields = config_fields;
 
+// {"size": …, "idle_timeout_ms": …, "memory_ceiling_bytes": …, "prewarm": …, "max_shapes": …}
+LinuxPoolConfig read_pool(const json::Json& value, const std::string& path) {
+  if (!value.is_object()) throw InvalidArgument(path + ": expected an object", path);
+  LinuxPoolConfig pool;
+  for (const auto& [name, field] : value.items()) {
+    const std::string at = path + "." + name;
+    if (name == "size") {
+      const std::uint64_t size = fields::count(field, at);
+      if (size > 64) throw InvalidArgument(at + ": 0 to 64 ready sandboxes per shape", at);
+      pool.size = static_cast<std::uint32_t>(size);
+    } else if (name == "idle_timeout_ms") {
+      const std::uint64_t ms = fields::count(field, at);
+      if (ms == 0) throw InvalidArgument(at + ": at least 1", at);
+      pool.idle_timeout = std::chrono::milliseconds(ms);
+    } else if (name == "memory_ceiling_bytes") {
+      pool.memory_ceiling_bytes = fields::count(field, at);
+    } else if (name == "prewarm") {
+      pool.prewarm = fields::flag(field, at);
+    } else if (name == "max_shapes") {
+      const std::uint64_t shapes = fields::count(field, at);
+      if (shapes == 0 || shapes > 64) throw InvalidArgument(at + ": 1 to 64", at);
+      pool.max_shapes = static_cast<std::uint32_t>(shapes);
+    } else {
+      throw InvalidArgument(
+          at + ": unknown field (known: size, idle_timeout_ms, memory_ceiling_bytes, prewarm, "
+               "max_shapes)",
+          at);
+    }
+  }
+  return pool;
+}
+
 // Every key of {"type": "linux", …}, in the order the refusal of an unknown one lists them.
 const fields::Field<Linux> kLinuxFields[] = {
     {"state_dir", [](const json::Json& v, const std::string& p,
@@ -52,6 +84,8 @@ const fields::Field<Linux> kLinuxFields[] = {
                                Linux& c) { c.per_command_cgroups = fields::flag(v, p); }},
     {"standby",
      [](const json::Json& v, const std::string& p, Linux& c) { c.standby = fields::flag(v, p); }},
+    {"pool",
+     [](const json::Json& v, const std::string& p, Linux& c) { c.pool = read_pool(v, p); }},
     {"limits", fields::read_limits<Linux>},
     {"egress_ports", fields::read_egress_ports<Linux>},
     {"egress_allow_nonglobal_for_tests", fields::read_egress_nonglobal<Linux>},

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -113,6 +114,8 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   if (descriptors.image_pin) pin = above_targets(*descriptors.image_pin);
   base::UniqueFd slot;
   if (descriptors.id_slot) slot = above_targets(*descriptors.id_slot);
+  base::UniqueFd leash;
+  if (descriptors.pool_leash) leash = above_targets(*descriptors.pool_leash);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -126,6 +129,7 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   posix_spawn_file_actions_adddup2(&actions, listener.get(), kControlFd);
   if (pin) posix_spawn_file_actions_adddup2(&actions, pin.get(), kImagePinFd);
   if (slot) posix_spawn_file_actions_adddup2(&actions, slot.get(), kIdSlotFd);
+  if (leash) posix_spawn_file_actions_adddup2(&actions, leash.get(), kPoolLeashFd);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;
@@ -150,6 +154,7 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   listener.reset();
   pin.reset();
   slot.reset();
+  leash.reset();
   if (spawn_error != 0) launch_failed("spawning airlock-init", spawn_error, program);
   return await_init(handoff.status_read.get(), monitor, timeout);
 }
@@ -183,7 +188,13 @@ LaunchedInit await_init(int status_read, pid_t monitor, std::chrono::millisecond
       Status status;
       if (decode_status(buffer.substr(8, size), status)) {
         if (status.kind == StatusKind::init_pid) launched.pid = static_cast<pid_t>(status.pid);
-        if (status.kind == StatusKind::ready) ready = true;
+        if (status.kind == StatusKind::step) launched.steps.emplace_back(status.step, status.pid);
+        if (status.kind == StatusKind::ready) {
+          ready = true;
+          struct timespec now {};
+          ::clock_gettime(CLOCK_MONOTONIC, &now);
+          launched.ready_at_ns = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+        }
         if (status.kind == StatusKind::failure) {
           failure = status;
           failed = true;

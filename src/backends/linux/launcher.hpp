@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/linux/spawn_config.hpp"
 #include "base/unique_fd.hpp"
@@ -22,6 +25,10 @@ std::filesystem::path locate_init(const std::filesystem::path& configured);
 struct LaunchedInit {
   pid_t pid = 0;                  // in this process's pid namespace
   std::uint64_t start_time = 0;   // /proc/<pid>/stat field 22
+  // The steps the monitor and the init reported, in order: name and CLOCK_MONOTONIC end time
+  // (ns). What follows the last until ready is the rest of the init's start.
+  std::vector<std::pair<std::string, std::int64_t>> steps;
+  std::int64_t ready_at_ns = 0;   // CLOCK_MONOTONIC when the ready report was read
 };
 
 // What the caller hands a monitor besides its configuration and status pipe (all borrowed).
@@ -29,6 +36,7 @@ struct InitDescriptors {
   int control_listener = -1;     // placed at kControlFd
   std::optional<int> image_pin;  // kImagePinFd
   std::optional<int> id_slot;    // kIdSlotFd
+  std::optional<int> pool_leash;  // kPoolLeashFd
 };
 
 // Spawns airlock-init with `config` and `descriptors`, and waits until the sandbox's init is

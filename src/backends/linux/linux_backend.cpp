@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -34,6 +36,12 @@ namespace {
 
 constexpr auto kKillPatience = std::chrono::seconds(10);
 constexpr std::uint64_t kLockedBytesPerProcess = std::uint64_t{16} << 20;
+
+std::int64_t monotonic_ns() {
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
 
 std::int64_t unix_now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -282,9 +290,26 @@ LinuxBackend::LinuxBackend(LinuxBackendConfig config)
   cgroups_ = privileged_ || !config_->delegated_cgroups.empty();
   if (!privileged_ && config_->subordinate_ids) subordinate_ = find_subordinate_ids();
   if (cgroups_) layout_ = CgroupLayout::detect(config_->delegated_cgroups);
+  if (config_->pool.size > 0 && cgroups_) {
+    pool_ = std::make_unique<WarmPool>(
+        config_->pool, [this](const PoolShape& shape) { return build_pool_member(shape); },
+        [this](PoolMember& member) { discard_pool_member(member); });
+    if (config_->pool.prewarm) {
+      try {
+        const SandboxSpec spec(SandboxSpec::Fields{.kind = "pool"});
+        const ResolvedImage image = resolve(config_->default_image);
+        check_work_dir(spec.work_dir(), image.kind);
+        pool_->want(pool_shape(config_->default_image, image, spec, effective_resources(spec)));
+      } catch (const std::exception& error) {
+        spdlog::warn("linux: the warm pool cannot prewarm the default shape: {}",
+                     error_detail(error));
+      }
+    }
+  }
 }
 
 LinuxBackend::~LinuxBackend() {
+  pool_.reset();  // its thread builds through this backend
   {
     std::lock_guard lock(standby_mutex_);
     standby_stopping_ = true;
@@ -303,6 +328,10 @@ std::unique_ptr<StandbyMonitor> LinuxBackend::take_standby(const InstanceCgroups
     if (standby_ && !standby_->usable()) stale = std::move(standby_);
     if (standby_ && same_hierarchies(standby_->cgroups(), planned)) taken = std::move(standby_);
     standby_wanted_ = standby_failures_ < 3;
+    // The next standby is made once this acquire and its first command are likely past (the
+    // warm pool's reasoning, warm_pool.cpp): a spawn and cgroup work on another core would
+    // slow both.
+    standby_quiet_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(25);
     if (standby_wanted_ && !standby_worker_.joinable()) {
       standby_worker_ = std::thread([this] { standby_loop(); });
     }
@@ -324,6 +353,9 @@ void LinuxBackend::standby_loop() {
   while (!standby_stopping_) {
     standby_wakeup_.wait(
         lock, [&] { return standby_stopping_ || (standby_wanted_ && standby_ == nullptr); });
+    while (!standby_stopping_ && std::chrono::steady_clock::now() < standby_quiet_until_) {
+      standby_wakeup_.wait_until(lock, standby_quiet_until_);
+    }
     if (standby_stopping_) break;
     lock.unlock();
     std::unique_ptr<StandbyMonitor> prepared;
@@ -453,11 +485,21 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   if (auto cached = cache_.find(id, [](LinuxSandbox& held) { return held.is_live(); })) {
     return cached;
   }
-  store_.ensure_layout();
+  // The state directory is checked in full once: from then on only root and this user can
+  // change what lies beneath it (prepare_state_directory), so later acquires only look that it
+  // is still there (an operator may have removed it), not at every ancestor again.
+  if (!layout_checked_.load(std::memory_order_acquire) ||
+      ::access((store_.base() / "locks").c_str(), F_OK) != 0) {
+    store_.ensure_layout();
+    layout_checked_.store(true, std::memory_order_release);
+  }
   // Standbys of processes that died without disposing of them (and so never will): their
   // records and empty cgroups are reclaimed by whichever backend starts next, not only by a
   // purge of everything.
-  std::call_once(orphans_once_, [this] { StandbyMonitor::reclaim_orphans(store_); });
+  std::call_once(orphans_once_, [this] {
+    StandbyMonitor::reclaim_orphans(store_);
+    reclaim_orphaned_pool();
+  });
   base::UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
     // A record without a control secret predates it: its sandbox is replaced, never adopted.
@@ -473,10 +515,17 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   } else if (::access(store_.sandbox_dir(id).c_str(), F_OK) == 0) {
     destroy_locked(id, std::nullopt);  // leftovers of a crash before the first record
   }
-  const std::filesystem::path store_root =
-      config_->image_store.empty() ? store_.base().parent_path() / "images" : config_->image_store;
-  ResolvedImage image = resolve_image(image_reference, {store_root, config_->uid_base});
-  auto created = create(id, key, spec, resources, std::move(image));
+  const ResolvedImage image = resolve(image_reference);
+  std::shared_ptr<LinuxSandbox> created;
+  if (pool_) {
+    // Checked here, as create would: a spec the backend refuses is refused before the pool
+    // learns its shape.
+    check_work_dir(spec.work_dir(), image.kind);
+    if (auto member = pool_->take(pool_shape(image_reference, image, spec, resources))) {
+      created = claim_pooled(std::move(*member), id, key, spec);
+    }
+  }
+  if (!created) created = create(id, key, spec, resources, image);
   if (spec.egress() == Egress::allowlist) {
     try {
       listen_for_egress(id, spec, created->record());
@@ -499,17 +548,16 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::adopt(const RecordFile& record, cons
 
 // What the init is told: the sandbox's root, storage, ids, cgroups, limits and filter.
 SpawnConfig LinuxBackend::spawn_config(const RecordFile& record, const std::string& secret,
-                                       const SandboxSpec& spec, const ResourceLimits& resources,
+                                       bool egress_bridge, const ResourceLimits& resources,
                                        const ResolvedImage& image, const InstanceCgroups& cgroups) {
   const std::filesystem::path directory = store_.sandbox_dir(record.id);
-  const std::string& work_dir = spec.work_dir();
   const std::uint32_t guest_root = record.uid_base;
   SpawnConfig config;
   config.instance_id = record.instance_id;
   config.control_secret = secret;
   config.sandbox_dir = directory.string();
   config.root_kind = image.kind;
-  config.guest_work_dir = work_dir;
+  config.guest_work_dir = record.work_dir;
   config.storage_bytes = *resources.disk_bytes;
   config.storage_inodes = storage_inodes(*resources.disk_bytes);
   config.max_ptys = config_->max_ptys;
@@ -521,7 +569,7 @@ SpawnConfig LinuxBackend::spawn_config(const RecordFile& record, const std::stri
     // directory for guests is made): shown to this sandbox as its own ids.
     if (privileged_) config.image_uid_base = config_->uid_base;
   }
-  if (spec.egress() == Egress::allowlist) config.flags |= kEgressBridge;
+  if (egress_bridge) config.flags |= kEgressBridge;
   if (privileged_) {
     config.flags |= kMapFullRange | kHasIdSlot;
     config.uid_base = guest_root;
@@ -552,10 +600,28 @@ SpawnConfig LinuxBackend::spawn_config(const RecordFile& record, const std::stri
 std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const SandboxKey& key,
                                                    const SandboxSpec& spec,
                                                    const ResourceLimits& resources,
-                                                   ResolvedImage image) {
+                                                   const ResolvedImage& image) {
+  RecordFile record;
+  record.id = id;
+  record.kind = spec.kind();
+  record.labels = sandbox_labels(key, spec);
+  record.egress_posture = spec.egress_posture();
+  record.work_dir = spec.work_dir();
+  base::UniqueFd pidfd = build_instance(record, resources, image,
+                                        spec.egress() == Egress::allowlist, std::nullopt);
+  return std::make_shared<LinuxSandbox>(config_, record, key,
+                                        store_.sandbox_dir(id) / "control.sock", std::move(pidfd),
+                                        init_path());
+}
+
+base::UniqueFd LinuxBackend::build_instance(RecordFile& record, const ResourceLimits& resources,
+                                            const ResolvedImage& image, bool egress_bridge,
+                                            std::optional<int> leash) {
+  const std::int64_t started_ns = monotonic_ns();
+  std::int64_t launch_ns = 0;
+  const std::string id = record.id;
   const std::filesystem::path directory = store_.sandbox_dir(id);
-  const std::string& work_dir = spec.work_dir();
-  check_work_dir(work_dir, image.kind);
+  check_work_dir(record.work_dir, image.kind);
   (void)seccomp_filter();  // built (and checked) before anything exists
   const std::filesystem::path& helper = init_path();
   // Every range of ids is a sandbox's own (id_slots.hpp), claimed before anything exists and
@@ -577,15 +643,9 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
         "image");
   }
 
-  RecordFile record;
-  record.id = id;
   record.instance_id = "lx-" + random_hex(8);
-  record.kind = spec.kind();
-  record.labels = sandbox_labels(key, spec);
-  record.egress_posture = spec.egress_posture();
   record.state = "creating";
   record.image = image.reference;
-  record.work_dir = work_dir;
   record.boot_id = current_boot_id();
   record.created_at_ms = unix_now_ms();
   record.privileged = privileged_;
@@ -598,7 +658,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     cgroups =
         plan_instance_cgroups(layout_, record.instance_id, resources, config_->per_command_cgroups);
   }
-  std::unique_ptr<StandbyMonitor> standby = take_standby(cgroups);
+  std::unique_ptr<StandbyMonitor> standby = leash ? nullptr : take_standby(cgroups);
   if (standby) {
     record.instance_id = standby->instance_id();
     cgroups = standby->cgroups();
@@ -620,8 +680,8 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
 
     make_directory(directory / "root", 0755);
     make_directory(directory / "storage", 0700);
-    if (spec.egress() == Egress::allowlist) make_directory(directory / "egress", 0711);
-    SpawnConfig config = spawn_config(record, secret, spec, resources, image, cgroups);
+    if (egress_bridge) make_directory(directory / "egress", 0711);
+    SpawnConfig config = spawn_config(record, secret, egress_bridge, resources, image, cgroups);
 
     base::UniqueFd listener = listen_control_socket(directory / "control.sock");
     InitDescriptors descriptors;
@@ -631,7 +691,12 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
       descriptors.image_pin = image.pin.get();
     }
     if (slot) descriptors.id_slot = slot->lock.get();
+    if (leash) {
+      config.flags |= kPooled;
+      descriptors.pool_leash = *leash;
+    }
     std::optional<LaunchedInit> launched;
+    launch_ns = monotonic_ns();
     if (standby && standby->usable()) {
       launched = standby->claim(config, descriptors, config_->start_timeout);
     } else {
@@ -641,8 +706,26 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     }
     record.init_pid = launched->pid;
     record.init_start_time = launched->start_time;
-    record.state = "running";
-    store_.write(record);
+    record.state = leash ? "pooled" : "running";
+    store_.write(record, StateStore::Replaced::kept);
+    if (config_->setup_observer) {
+      LinuxSetupTimings timings;
+      timings.instance_id = record.instance_id;
+      timings.pooled = leash.has_value();
+      timings.standby = standby != nullptr;
+      auto span = [](std::int64_t from, std::int64_t to) {
+        return std::chrono::nanoseconds(std::max<std::int64_t>(0, to - from));
+      };
+      timings.steps.emplace_back("prepare", span(started_ns, launch_ns));
+      std::int64_t previous = launch_ns;
+      for (const auto& [name, at] : launched->steps) {
+        timings.steps.emplace_back(name, span(previous, at));
+        previous = at;
+      }
+      timings.steps.emplace_back("init ready", span(previous, launched->ready_at_ns));
+      timings.steps.emplace_back("record", span(launched->ready_at_ns, monotonic_ns()));
+      config_->setup_observer(timings);
+    }
   } catch (...) {
     destroy_locked(id, record);
     throw;
@@ -652,8 +735,152 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
     destroy_locked(id, record);
     throw BackendError("the sandbox's init exited right after it started", record.instance_id);
   }
-  return std::make_shared<LinuxSandbox>(config_, record, key, directory / "control.sock",
-                                        std::move(pidfd), init_path());
+  return pidfd;
+}
+
+ResolvedImage LinuxBackend::resolve(const std::string& reference) const {
+  const std::filesystem::path store_root =
+      config_->image_store.empty() ? store_.base().parent_path() / "images" : config_->image_store;
+  return resolve_image(reference, {store_root, config_->uid_base});
+}
+
+PoolShape LinuxBackend::pool_shape(const std::string& image_reference, const ResolvedImage& image,
+                                   const SandboxSpec& spec,
+                                   const ResourceLimits& resources) const {
+  PoolShape shape;
+  shape.image_reference = image_reference;
+  shape.image_identity = image.kind == RootKind::host ? "host" : image.rootfs.string();
+  shape.work_dir = spec.work_dir();
+  shape.resources = resources;
+  shape.egress_bridge = spec.egress() == Egress::allowlist;
+  return shape;
+}
+
+// On the pool's thread. The member is locked under its own id while it is built, so a purge
+// by another process waits for it and then finds a whole record.
+PoolMember LinuxBackend::build_pool_member(const PoolShape& shape) {
+  const ResolvedImage image = resolve(shape.image_reference);
+  const std::string identity = image.kind == RootKind::host ? "host" : image.rootfs.string();
+  if (identity != shape.image_identity) {
+    // The reference moved (an image re-imported under the same tag): the shape is stale, and
+    // the next acquire of the reference learns the new one.
+    throw BackendError("the image of a warm pool shape changed since it was learned",
+                       shape.image_reference);
+  }
+  int ends[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+    throw BackendError("the warm pool could not make a leash", base::errno_error("socketpair"));
+  }
+  PoolMember member;
+  member.leash = base::UniqueFd(ends[0]);
+  base::UniqueFd init_end(ends[1]);
+
+  member.record.id = "pool-" + random_hex(8);
+  member.record.work_dir = shape.work_dir;
+  member.record.pool_owner_pid = ::getpid();
+  member.record.pool_owner_start_time = process_start_time(::getpid()).value_or(0);
+  store_.ensure_layout();
+  base::UniqueFd held = store_.lock(member.record.id);
+  try {
+    (void)build_instance(member.record, shape.resources, image, shape.egress_bridge,
+                         init_end.get());
+  } catch (...) {
+    store_.forget_lock(member.record.id);
+    throw;
+  }
+  init_end.reset();
+  member.memory_bytes = memory_usage(member.record.cgroups).value_or(0);
+  return member;
+}
+
+void LinuxBackend::discard_pool_member(PoolMember& member) noexcept {
+  member.leash.reset();  // its init ends with the leash
+  try {
+    const std::string id = member.record.id;
+    {
+      base::UniqueFd held = store_.lock(id);
+      if (::access(store_.sandbox_dir(id).c_str(), F_OK) == 0) destroy_locked(id, member.record);
+    }
+    store_.forget_lock(id);
+  } catch (const std::exception& error) {
+    spdlog::warn("linux: discarding a pooled sandbox failed: {}", error_detail(error));
+  } catch (...) {
+  }
+}
+
+std::shared_ptr<LinuxSandbox> LinuxBackend::claim_pooled(PoolMember member, const std::string& id,
+                                                         const SandboxKey& key,
+                                                         const SandboxSpec& spec) {
+  const std::string pooled = member.record.id;
+  {
+    // Under the member's lock, a purge by another process has either removed its directory
+    // (the rename fails: ENOENT) or not begun; pool ids are never reused, so the directory is
+    // the one the pool built. A member whose init died is not a sandbox any more.
+    base::UniqueFd held = store_.lock(pooled);
+    const bool alive = member.usable();
+    if (!alive ||
+        ::rename(store_.sandbox_dir(pooled).c_str(), store_.sandbox_dir(id).c_str()) != 0) {
+      const bool purged = !alive || errno == ENOENT;
+      const std::string why = purged ? std::string() : base::errno_error("rename", pooled).what();
+      held.reset();
+      if (!purged) spdlog::warn("linux: a pooled sandbox could not be claimed: {}", why);
+      discard_pool_member(member);
+      return nullptr;
+    }
+  }
+  store_.forget_lock(pooled);
+  RecordFile record = member.record;
+  // From here it is the identity's sandbox: a failure destroys it under the identity's lock,
+  // which the caller holds.
+  record.id = id;
+  record.kind = spec.kind();
+  record.labels = sandbox_labels(key, spec);
+  record.egress_posture = spec.egress_posture();
+  record.state = "running";
+  record.created_at_ms = unix_now_ms();
+  record.pool_owner_pid = 0;
+  record.pool_owner_start_time = 0;
+  try {
+    store_.write(record, StateStore::Replaced::kept);
+  } catch (...) {
+    destroy_locked(id, record);
+    throw;
+  }
+  base::UniqueFd pidfd = open_verified_init(record);
+  if (!member.release() || !pidfd) {
+    destroy_locked(id, record);
+    return nullptr;
+  }
+  return std::make_shared<LinuxSandbox>(config_, record, key,
+                                        store_.sandbox_dir(id) / "control.sock", std::move(pidfd),
+                                        init_path());
+}
+
+void LinuxBackend::reclaim_orphaned_pool() noexcept {
+  backend_kit::contained("linux", "pool reclaim", [&] {
+    for (const auto& id : store_.ids()) {
+      if (id.rfind("pool-", 0) != 0) continue;
+      base::UniqueFd held = store_.lock(id);
+      const auto record = store_.read(id);
+      if (record) {
+        RecordFile owner;
+        owner.init_pid = record->pool_owner_pid;
+        owner.init_start_time = record->pool_owner_start_time;
+        owner.boot_id = record->boot_id;
+        if (init_is_alive(owner)) continue;  // another live process's pool
+      } else {
+        // No record: a build cut short, or one being written right now by its (live) owner,
+        // who holds this lock while it builds. Having the lock, it is a leftover.
+      }
+      destroy_locked(id, record);
+      held.reset();
+      store_.forget_lock(id);
+    }
+  });
+}
+
+std::vector<std::string> LinuxBackend::pooled_ids() {
+  return pool_ ? pool_->ready_ids() : std::vector<std::string>{};
 }
 
 void LinuxBackend::destroy_locked(const std::string& id,
@@ -809,12 +1036,14 @@ int LinuxBackend::purge_all() noexcept {
       standby_.reset();
     }
     StandbyMonitor::reclaim_all(store_);
+    if (pool_) pool_->clear();  // refilled as long as its shapes are wanted
     for (const auto& id : store_.ids()) {
       auto mutex = identity_mutex(id);
       std::lock_guard in_process(*mutex);
       base::UniqueFd across_processes = store_.lock(id);
       auto record = store_.read(id);
       destroy_locked(id, record);
+      if (id.rfind("pool-", 0) == 0) store_.forget_lock(id);
       if (record) ++count;
     }
   } catch (const std::exception& error) {

@@ -2,6 +2,8 @@
 // and disposal found from durable state.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -18,6 +20,7 @@
 #include "backends/linux/linux_sandbox.hpp"
 #include "backends/linux/standby.hpp"
 #include "backends/linux/state_store.hpp"
+#include "backends/linux/warm_pool.hpp"
 
 namespace airlock::linux_backend {
 
@@ -64,16 +67,37 @@ class LinuxBackend final : public SandboxBackend {
   const LinuxBackendConfig& config() const noexcept { return *config_; }
   // The instance id of the standby monitor waiting to be claimed, or "" (for tests and metrics).
   std::string ready_standby();
+  // The record ids of the warm pool's ready sandboxes (for tests and metrics).
+  std::vector<std::string> pooled_ids();
   const StateStore& store() const noexcept { return store_; }
   bool privileged() const noexcept { return privileged_; }
 
  private:
   std::shared_ptr<LinuxSandbox> create(const std::string& id, const SandboxKey& key,
                                        const SandboxSpec& spec, const ResourceLimits& resources,
-                                       ResolvedImage image);
+                                       const ResolvedImage& image);
+  // Builds and starts one sandbox for `record` (id, kind, labels, posture and work dir set by
+  // the caller; the rest filled in here) and returns a pidfd of its init. `leash`: a warm-pool
+  // member, held on it (and built without the standby), recorded as "pooled". Removes what it
+  // made when it fails.
+  base::UniqueFd build_instance(RecordFile& record, const ResourceLimits& resources,
+                                const ResolvedImage& image, bool egress_bridge,
+                                std::optional<int> leash);
   SpawnConfig spawn_config(const RecordFile& record, const std::string& secret,
-                           const SandboxSpec& spec, const ResourceLimits& resources,
+                           bool egress_bridge, const ResourceLimits& resources,
                            const ResolvedImage& image, const InstanceCgroups& cgroups);
+  ResolvedImage resolve(const std::string& reference) const;
+  PoolShape pool_shape(const std::string& image_reference, const ResolvedImage& image,
+                       const SandboxSpec& spec, const ResourceLimits& resources) const;
+  // The warm pool's builder and discarder (its thread).
+  PoolMember build_pool_member(const PoolShape& shape);
+  void discard_pool_member(PoolMember& member) noexcept;
+  // Makes a ready pool member the sandbox of `id`: renames its state to the identity's,
+  // records the conversation, lets go of the leash. nullptr (the member removed) when it cannot.
+  std::shared_ptr<LinuxSandbox> claim_pooled(PoolMember member, const std::string& id,
+                                             const SandboxKey& key, const SandboxSpec& spec);
+  // Pooled sandboxes whose owning process is gone: killed and removed (once per backend).
+  void reclaim_orphaned_pool() noexcept;
   std::shared_ptr<LinuxSandbox> adopt(const RecordFile& record, const SandboxKey& key);
   ResourceLimits effective_resources(const SandboxSpec& spec) const;
   std::shared_ptr<std::mutex> identity_mutex(const std::string& id);
@@ -104,6 +128,7 @@ class LinuxBackend final : public SandboxBackend {
   std::string seccomp_;
   std::once_flag init_once_;
   std::once_flag orphans_once_;
+  std::atomic<bool> layout_checked_{false};
   std::once_flag id_slots_once_;
   base::UniqueFd id_slots_;  // /run/airlock/id-slots, opened once
   std::filesystem::path init_path_;
@@ -116,9 +141,13 @@ class LinuxBackend final : public SandboxBackend {
   bool standby_wanted_ = false;
   bool standby_stopping_ = false;
   int standby_failures_ = 0;
+  std::chrono::steady_clock::time_point standby_quiet_until_;  // no standby made before
 
   // One proxy per backend, started by the first allowlisted acquire.
   backend_kit::EgressListeners egress_;
+
+  // Last: its thread builds through this backend, and stops first.
+  std::unique_ptr<WarmPool> pool_;
 };
 
 }  // namespace airlock::linux_backend

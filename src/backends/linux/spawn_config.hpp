@@ -8,6 +8,9 @@
 //   6  (optional, kHasImagePin) a descriptor holding the image store's pin on the rootfs
 //   7  (optional, kHasIdSlot) the flock on the sandbox's host id range (see IdSlots): held by
 //      the init for its whole life, so no other sandbox is given the same ids while it runs
+//   8  (optional, kPooled) the leash: a socket to the warm pool that built the sandbox ahead of
+//      need. Until the pool sends one byte 'c' (claimed) on it, end of stream on it — the
+//      pool's process died or discarded the sandbox — ends the sandbox.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@ inline constexpr int kStatusFd = 4;
 inline constexpr int kControlFd = 5;
 inline constexpr int kImagePinFd = 6;
 inline constexpr int kIdSlotFd = 7;
+inline constexpr int kPoolLeashFd = 8;
 
 enum class RootKind : std::uint32_t { host = 1, directory = 2 };
 
@@ -34,6 +38,8 @@ inline constexpr std::uint32_t kHasIdSlot = 1u << 3;
 // Unprivileged with subordinate ids: the maps are written by newuidmap/newgidmap (setuid helpers
 // that check /etc/subuid and /etc/subgid) instead of by the monitor itself.
 inline constexpr std::uint32_t kSubordinateIds = 1u << 4;
+// Built by the warm pool: held on the leash at kPoolLeashFd until claimed.
+inline constexpr std::uint32_t kPooled = 1u << 5;
 
 // Where a sandbox sees its host-tool socket directory (read-only: connecting to a unix socket
 // needs write permission on the socket, not on its directory or mount).
@@ -113,12 +119,15 @@ std::string encode_spawn_config(const SpawnConfig& config);
 bool decode_spawn_config(const std::string& bytes, SpawnConfig& config);
 
 // Status records on descriptor 4, each a u64 length then the bytes.
-enum class StatusKind : std::uint32_t { init_pid = 1, ready = 2, failure = 3 };
+// `step`: one step of the start is done (the setup-latency breakdown); `pid` then carries the
+// CLOCK_MONOTONIC time it ended at, in nanoseconds (one clock for the library, the monitor and
+// the init: no time namespace is made).
+enum class StatusKind : std::uint32_t { init_pid = 1, ready = 2, failure = 3, step = 4 };
 struct Status {
   StatusKind kind = StatusKind::failure;
-  std::int64_t pid = 0;  // init_pid: the init's pid in the library's pid namespace
+  std::int64_t pid = 0;  // init_pid: the init's pid in the library's pid namespace; step: time
   std::int32_t error_number = 0;
-  std::string step;  // failure: which step failed ("bind /usr", "pivot_root", …)
+  std::string step;  // failure: which step failed ("bind /usr", "pivot_root", …); step: its name
 };
 std::string encode_status(const Status& status);
 bool decode_status(const std::string& bytes, Status& status);

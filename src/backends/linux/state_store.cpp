@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -62,6 +63,10 @@ base::UniqueFd StateStore::lock(const std::string& id) const {
   return backend_kit::lock_identity(base_ / "locks", id, "linux");
 }
 
+void StateStore::forget_lock(const std::string& id) const noexcept {
+  ::unlink((base_ / "locks" / (id + ".lock")).c_str());
+}
+
 std::optional<RecordFile> StateStore::read(const std::string& id) const {
   const std::filesystem::path path = sandbox_dir(id) / "record.json";
   std::ifstream file(path);
@@ -90,14 +95,16 @@ std::optional<RecordFile> StateStore::read(const std::string& id) const {
     record.privileged = value.at("privileged").get<bool>();
     if (format >= 2) record.control_secret = value.at("control_secret").get<std::string>();
     record.subordinate_ids = value.value("subordinate_ids", false);
+    record.pool_owner_pid = value.value("pool_owner_pid", 0L);
+    record.pool_owner_start_time = value.value("pool_owner_start_time", std::uint64_t{0});
     return record;
   } catch (const std::exception&) {
     return std::nullopt;  // unreadable: treated as leftovers without a record
   }
 }
 
-void StateStore::write(const RecordFile& record) const {
-  const json::Json value = {
+void StateStore::write(const RecordFile& record, Replaced replaced) const {
+  json::Json value = {
       {"format", kRecordFormat},
       {"backend", "linux"},
       {"id", record.id},
@@ -118,6 +125,10 @@ void StateStore::write(const RecordFile& record) const {
       {"control_secret", record.control_secret},
       {"subordinate_ids", record.subordinate_ids},
   };
+  if (record.pool_owner_pid != 0) {
+    value["pool_owner_pid"] = record.pool_owner_pid;
+    value["pool_owner_start_time"] = record.pool_owner_start_time;
+  }
   const std::filesystem::path directory = sandbox_dir(record.id);
   const std::filesystem::path temporary = directory / ("record.json." + random_hex(4));
   const std::string text = value.dump(2) + "\n";
@@ -134,6 +145,14 @@ void StateStore::write(const RecordFile& record) const {
       ::unlink(temporary.c_str());
       throw BackendError("the linux backend could not write a sandbox record", error);
     }
+  }
+  // Kept: the two names swap, and the replaced record stays under the temporary one. Nothing
+  // is freed on this path — replacing a file frees its inode inside rename(), 0.2–0.5 ms on
+  // this machine's ext4, while the exchange takes microseconds.
+  if (replaced == Replaced::kept &&
+      ::renameat2(AT_FDCWD, temporary.c_str(), AT_FDCWD, (directory / "record.json").c_str(),
+                  RENAME_EXCHANGE) == 0) {
+    return;
   }
   if (::rename(temporary.c_str(), (directory / "record.json").c_str()) != 0) {
     const base::SyscallError error = base::errno_error("rename", temporary.string());

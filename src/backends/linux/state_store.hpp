@@ -7,6 +7,8 @@
 //                                   processes (the files stay; removing a lock file someone waits
 //                                   on would break the exclusion)
 //     standby/<instance>.json       a standby monitor (standby.hpp)
+//     pool-<instance>/              a warm pool's sandbox, laid out as <id>/ below; renamed to
+//                                   <id>/ when a conversation claims it (warm_pool.hpp)
 //     <id>/                         0711: the sandbox's init passes through, nobody lists
 //     <id>/record.json              the record (written before anything else exists, updated
 //                                   once the init runs: a crash at any point leaves a record
@@ -40,7 +42,9 @@ struct RecordFile {
   std::string kind;
   std::map<std::string, std::string> labels;  // mapped (hashed) values only
   std::string egress_posture;
-  std::string state;  // "creating" until the init reported ready, then "running"
+  // "creating" until the init reported ready, then "running"; a warm pool's sandbox is
+  // "pooled" (no labels, no kind) until claimed.
+  std::string state;
   std::string image;  // "host" or the rootfs directory
   std::string work_dir;
   std::vector<std::string> cgroups;
@@ -55,6 +59,10 @@ struct RecordFile {
   // Hex of the bytes every control request must carry. Empty in records written before the
   // secret existed: such a sandbox can be disposed of, never adopted.
   std::string control_secret;
+  // A pooled sandbox's owner: the process whose pool holds its leash (a pooled sandbox whose
+  // owner is gone is reclaimable by anyone). 0 otherwise.
+  long pool_owner_pid = 0;
+  std::uint64_t pool_owner_start_time = 0;
 };
 
 class StateStore {
@@ -68,10 +76,17 @@ class StateStore {
   void ensure_layout() const;
   // Exclusive flock on locks/<id>.lock, held while the descriptor lives.
   base::UniqueFd lock(const std::string& id) const;
+  // Removes locks/<id>.lock. Only for an id that is never used again (a pool member's, once it
+  // is claimed or gone): whoever still waits on the old file then finds nothing to act on.
+  void forget_lock(const std::string& id) const noexcept;
 
   std::optional<RecordFile> read(const std::string& id) const;
-  // Atomically replaces <id>/record.json (temporary sibling + rename).
-  void write(const RecordFile& record) const;
+  // Atomically replaces <id>/record.json (temporary sibling + rename). `kept`: the replaced
+  // record is left beside it, under a record.json.<hex> name, until the directory is removed
+  // (for the acquire path, where freeing a file costs more than writing one); a directory
+  // without a record.json yet is written the ordinary way.
+  enum class Replaced { removed, kept };
+  void write(const RecordFile& record, Replaced replaced = Replaced::removed) const;
   // Identities with a directory here (records or leftovers).
   std::vector<std::string> ids() const;
 

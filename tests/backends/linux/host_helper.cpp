@@ -4,6 +4,10 @@
 //   linux_test_host STATE_DIR hold SCOPE COUNT     acquire COUNT sandboxes (each running a
 //                                                  background sleep), print "ready", then wait
 //                                                  to be killed
+//   linux_test_host STATE_DIR pool SCOPE COUNT     a backend whose warm pool keeps COUNT
+//                                                  sandboxes of the default shape: print each
+//                                                  ready one's instance id, then "ready", then
+//                                                  wait to be killed
 //   linux_test_host STATE_DIR churn SCOPE          acquire, exec and dispose in a loop until
 //                                                  killed (a crash lands at a random step)
 //   linux_test_host STATE_DIR probe SCOPE          acquire one sandbox and report, one fact per
@@ -21,6 +25,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "airlock/backends/linux.hpp"
 #include "airlock/conformance.hpp"
@@ -64,6 +69,25 @@ int main(int argc, char** argv) {
   const std::string mode = argv[2];
   const SandboxKey key{argv[3], "thread", "agent"};
   try {
+    if (mode == "pool" && argc == 5) {
+      config.pool.size = static_cast<std::uint32_t>(std::atoi(argv[4]));
+      config.pool.prewarm = true;
+      auto backend = make_linux_backend(config);
+      for (int attempt = 0; attempt < 600; ++attempt) {
+        std::vector<std::string> ready;
+        for (const auto& entry : backend->list_sandboxes()) {
+          if (entry.state == "pooled") ready.push_back(entry.instance_id);
+        }
+        if (ready.size() >= config.pool.size) {
+          for (const auto& id : ready) std::cout << id << "\n";
+          std::cout << "ready" << std::endl;
+          for (;;) ::pause();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      std::cerr << "the pool never filled\n";
+      return 1;
+    }
     auto backend = make_linux_backend(config);
     if (mode == "acquire" && argc == 5) {
       auto sandbox = backend->acquire(key, spec_for(argv[4]));

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <set>
@@ -299,6 +300,237 @@ TEST_F(LifecycleTest, TheStandbyServesTheNextColdAcquireAndGoesWithItsBackend) {
   backend_.reset();
   std::error_code error;
   EXPECT_TRUE(std::filesystem::is_empty(standby_dir, error));
+}
+
+// ---- The warm pool ----
+
+std::string spec_posture(const SandboxSpec& spec) { return spec.egress_posture(); }
+
+// The instance ids of the pool's ready sandboxes, once there are at least `count` (waits up
+// to 30 s; fewer when it never gets there).
+std::vector<std::string> wait_for_pooled(SandboxBackend& backend, std::size_t count,
+                                         const std::set<std::string>& besides = {}) {
+  std::vector<std::string> pooled;
+  for (int attempt = 0; attempt < 600; ++attempt) {
+    pooled.clear();
+    for (const auto& entry : backend.list_sandboxes()) {
+      if (entry.state == "pooled" && besides.count(entry.instance_id) == 0) {
+        pooled.push_back(entry.instance_id);
+      }
+    }
+    if (pooled.size() >= count) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pooled;
+}
+
+// A pooled sandbox is handed out once, to one conversation, and has nothing of anyone in it:
+// not the files or processes of the conversation before it, nor of another pool member. And
+// once claimed it is a sandbox like any other: it outlives the pool that built it.
+TEST_F(LifecycleTest, APooledSandboxIsFreshServesOneConversationAndOutlivesItsPool) {
+  backend_ = make_backend([](LinuxBackendConfig& config) { config.pool.size = 1; });
+  // A miss: built the ordinary way, and the shape is learned.
+  auto first = acquire(spec("agent"));
+  track_all(audit_, state_->path());
+  ASSERT_EQ(sh(*first, "echo secret-of-a > note.txt; echo a > /tmp/a; "
+                       "sleep 1000 > /dev/null 2>&1 &")
+                .exit_code,
+            0);
+  const auto pooled = wait_for_pooled(*backend_, 1);
+  ASSERT_EQ(pooled.size(), 1u) << "the pool never built a sandbox";
+  track_all(audit_, state_->path());
+  // The pool's sandbox is its own: a state directory entry of its own, no conversation's labels.
+  for (const auto& entry : backend_->list_sandboxes()) {
+    if (entry.instance_id == pooled[0]) {
+      EXPECT_TRUE(entry.labels.empty());
+      EXPECT_TRUE(entry.kind.empty());
+    }
+  }
+
+  const SandboxKey other{key_.scope + "-b", "thread", "agent"};
+  auto second = acquire(spec("agent"), other);
+  EXPECT_EQ(second->instance_id(), pooled[0]) << "the pool's sandbox did not serve the acquire";
+  EXPECT_NE(second->instance_id(), first->instance_id());
+  const ExecResult looked =
+      sh(*second, "ls -A; ls -A /tmp; grep -l sleep /proc/[0-9]*/comm 2>/dev/null | wc -l");
+  EXPECT_EQ(looked.stdout_bytes, "0\n") << "the claimed sandbox is not empty";
+  EXPECT_THROW(second->read_file("note.txt", kWork, 100), NotFound);
+  // Claimed: a running sandbox of the conversation, found by its key like any other.
+  for (const auto& entry : backend_->list_sandboxes()) {
+    if (entry.instance_id == second->instance_id()) {
+      EXPECT_EQ(entry.state, "running");
+    }
+  }
+  EXPECT_EQ(acquire(spec("agent"), other)->instance_id(), second->instance_id());
+  ASSERT_EQ(sh(*second, "echo secret-of-b > note.txt").exit_code, 0);
+
+  // The next member is another sandbox entirely; the claimed one is never handed out again,
+  // even once its conversation disposed of it.
+  const auto refilled = wait_for_pooled(*backend_, 1, {pooled[0]});
+  ASSERT_EQ(refilled.size(), 1u) << "the pool was not refilled";
+  track_all(audit_, state_->path());
+  EXPECT_TRUE(backend_->dispose_kind(other, "agent", second->instance_id()));
+  const SandboxKey third_key{key_.scope + "-c", "thread", "agent"};
+  auto third = acquire(spec("agent"), third_key);
+  EXPECT_EQ(third->instance_id(), refilled[0]);
+  EXPECT_EQ(sh(*third, "ls -A").stdout_bytes, "");
+
+  // Another shape (a CPU limit) is not served by this shape's member.
+  const auto again = wait_for_pooled(*backend_, 1, {pooled[0], refilled[0]});
+  ASSERT_EQ(again.size(), 1u);
+  track_all(audit_, state_->path());
+  auto limited = acquire(
+      spec("agent", [](SandboxSpec::Fields& fields) { fields.resources.cpu_millis = 500; }),
+      SandboxKey{key_.scope + "-d", "thread", "agent"});
+  EXPECT_NE(limited->instance_id(), again[0]);
+
+  // The pool goes with its backend; what it handed out stays, and a new process adopts it.
+  const std::string kept = third->instance_id();
+  ASSERT_EQ(sh(*third, "echo kept > kept.txt").exit_code, 0);
+  first.reset();
+  second.reset();
+  third.reset();
+  limited.reset();
+  track_all(audit_, state_->path());
+  backend_.reset();
+  backend_ = make_backend();
+  for (const auto& entry : backend_->list_sandboxes()) {
+    EXPECT_NE(entry.state, "pooled") << entry.instance_id << " outlived its pool";
+  }
+  auto adopted = acquire(spec("agent"), third_key);
+  EXPECT_EQ(adopted->instance_id(), kept) << "the claimed sandbox died with the pool";
+  EXPECT_EQ(adopted->read_file("kept.txt", kWork, 100), "kept\n");
+}
+
+// The egress posture is part of a pooled sandbox's shape: a closed one is never handed to an
+// allowlisted acquire, nor the other way round, and an allowlisted one comes with its bridge.
+TEST_F(LifecycleTest, APooledSandboxServesOnlyItsOwnEgressPosture) {
+  backend_ = make_backend([](LinuxBackendConfig& config) { config.pool.size = 1; });
+  auto allowlisted = [](const std::string& host) {
+    return spec("agent", [&](SandboxSpec::Fields& fields) {
+      fields.egress = Egress::allowlist;
+      fields.egress_allow = {host};
+    });
+  };
+  auto first = acquire(allowlisted("example.com"));
+  const auto pooled = wait_for_pooled(*backend_, 1);
+  ASSERT_EQ(pooled.size(), 1u) << "the pool never built an allowlisted sandbox";
+  track_all(audit_, state_->path());
+  auto closed = acquire(spec("agent"), SandboxKey{key_.scope + "-closed", "thread", "agent"});
+  EXPECT_NE(closed->instance_id(), pooled[0]) << "an allowlisted member served egress closed";
+  EXPECT_EQ(sh(*closed, "grep -c ':0C38 00000000:0000 0A' /proc/net/tcp").stdout_bytes, "0\n");
+  auto other = acquire(allowlisted("example.org"),
+                       SandboxKey{key_.scope + "-other", "thread", "agent"});
+  EXPECT_EQ(other->instance_id(), pooled[0]);
+  // Its bridge listens inside, and its netns has loopback only, as a sandbox built on demand.
+  EXPECT_EQ(sh(*other, "grep -c ':0C38 00000000:0000 0A' /proc/net/tcp").stdout_bytes, "1\n");
+  EXPECT_EQ(sh(*other, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout_bytes,
+            "lo\n");
+  EXPECT_EQ(other->record().egress_posture, spec_posture(allowlisted("example.org")));
+  track_all(audit_, state_->path());
+}
+
+TEST(LinuxPoolConfig, TheConfigIsReadAndMistakesAreRefusedNamingTheKey) {
+  const LinuxBackendConfig parsed = parse_linux_backend_config(
+      json::parse_text(R"({"pool": {"size": 2, "idle_timeout_ms": 60000,
+                        "memory_ceiling_bytes": 1048576, "prewarm": true, "max_shapes": 3}})",
+                       "test"),
+      "linux");
+  EXPECT_EQ(parsed.pool.size, 2u);
+  EXPECT_EQ(parsed.pool.idle_timeout, std::chrono::milliseconds(60000));
+  EXPECT_EQ(parsed.pool.memory_ceiling_bytes, 1048576u);
+  EXPECT_TRUE(parsed.pool.prewarm);
+  EXPECT_EQ(parsed.pool.max_shapes, 3u);
+  EXPECT_EQ(LinuxBackendConfig{}.pool.size, 0u) << "the pool is off unless configured";
+  const auto refusal = [](const char* text) -> std::string {
+    try {
+      (void)parse_linux_backend_config(json::parse_text(text, "test"), "linux");
+    } catch (const InvalidArgument& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(refusal(R"({"pool": {"sise": 1}})").find("linux.pool.sise"), std::string::npos);
+  EXPECT_NE(refusal(R"({"pool": {"size": 65}})").find("linux.pool.size"), std::string::npos);
+  EXPECT_NE(refusal(R"({"pool": {"size": -1}})").find("linux.pool.size"), std::string::npos);
+  EXPECT_NE(refusal(R"({"pool": {"idle_timeout_ms": 0}})").find("linux.pool.idle_timeout_ms"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"pool": {"max_shapes": 0}})").find("linux.pool.max_shapes"),
+            std::string::npos);
+  EXPECT_NE(refusal(R"({"pool": 3})").find("linux.pool"), std::string::npos);
+}
+
+TEST_F(LifecycleTest, PurgeReclaimsThePoolAndListShowsIt) {
+  backend_ = make_backend([](LinuxBackendConfig& config) {
+    config.pool.size = 2;
+    config.pool.prewarm = true;
+  });
+  const auto pooled = wait_for_pooled(*backend_, 2);
+  ASSERT_EQ(pooled.size(), 2u) << "the pool never filled";
+  track_all(audit_, state_->path());
+  auto held = acquire(spec("held"));
+  track_all(audit_, state_->path());
+  held.reset();
+  // Purge by another process, while this one's pool holds its leashes.
+  const int purged = make_backend()->purge_all();
+  EXPECT_GE(purged, 2);
+  // This process's pool finds its members gone and builds no sandbox out of a dead record.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (const auto& entry : backend_->list_sandboxes()) {
+    EXPECT_TRUE(std::find(pooled.begin(), pooled.end(), entry.instance_id) == pooled.end())
+        << entry.instance_id << " survived the purge";
+  }
+  // A purge by the pool's own backend leaves nothing, and nothing is refilled after it.
+  wait_for_pooled(*backend_, 1);
+  track_all(audit_, state_->path());
+  backend_->purge_all();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(StateStore(state_->path()).ids().empty());
+  EXPECT_TRUE(dynamic_cast<LinuxBackend&>(*backend_).pooled_ids().empty());
+}
+
+// The pool's owner is SIGKILLed: its pooled sandboxes end with their leashes, and what they
+// left (records, cgroups) is reclaimed by the next backend on the state directory, not only by
+// a purge.
+TEST_F(LifecycleTest, ASigkilledPoolOwnersSandboxesEndAndAreReclaimed) {
+  std::vector<std::string> pooled;
+  std::vector<RecordFile> records;
+  {
+    HostProcess owner({state_->path().string(), "pool", key_.scope, "2"});
+    for (auto line = owner.line(); line && *line != "ready"; line = owner.line()) {
+      pooled.push_back(*line);
+    }
+    ASSERT_EQ(pooled.size(), 2u) << "the owner's pool never filled";
+    StateStore store(state_->path());
+    for (const auto& id : store.ids()) {
+      if (auto record = store.read(id)) {
+        EXPECT_EQ(record->state, "pooled");
+        records.push_back(*record);
+      }
+    }
+    track_all(audit_, state_->path());
+    owner.kill_now();
+  }
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& record : records) {
+    bool ended = false;
+    for (int attempt = 0; attempt < 200 && !ended; ++attempt) {
+      ended = !process_alive(record.init_pid, record.init_start_time);
+      if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    EXPECT_TRUE(ended) << "pooled init " << record.init_pid << " outlived its owner";
+  }
+  // The next backend's first acquire reclaims them.
+  auto sandbox = acquire(spec("next"));
+  EXPECT_EQ(sh(*sandbox, "echo alive").stdout_bytes, "alive\n");
+  for (const auto& record : records) {
+    EXPECT_FALSE(std::filesystem::exists(state_->path() / "linux" / record.id))
+        << record.id << " was left behind";
+    for (const auto& cgroup : record.cgroups) {
+      EXPECT_FALSE(std::filesystem::exists(cgroup)) << cgroup << " was left behind";
+    }
+  }
+  EXPECT_EQ(backend_->list_sandboxes().size(), 1u);
 }
 
 TEST_F(LifecycleTest, ADeadSandboxIsReplacedOnTheNextAcquire) {

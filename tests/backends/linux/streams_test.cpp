@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
+#include "backends/linux/linux_backend.hpp"
 #include "linux/fixture.hpp"
 
 namespace airlock::linux_backend::testing {
@@ -381,6 +382,13 @@ TEST_F(StreamsTest, LiveExecsLeaveNoDescriptorsBehind) {
   ExecOptions warm = options();
   warm.terminal = WindowSize{24, 80};
   ASSERT_EQ(sandbox_->exec(Command::argv({"true"}), warm).exit_code, 0);
+  // So is the backend's standby monitor (one socket while it waits), made shortly after an
+  // acquire: counted once it is there.
+  auto* linux = dynamic_cast<LinuxBackend*>(backend_.get());
+  ASSERT_NE(linux, nullptr);
+  for (int attempt = 0; attempt < 200 && linux->ready_standby().empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   const std::size_t before = open_descriptor_count();
   for (int round = 0; round < 3; ++round) {
     Pipe input;

@@ -202,6 +202,7 @@ base::UniqueFd open_relative(const char* name, const std::string& step) {
     if (config.root_kind == RootKind::directory) lower = open_lower(config);
     BuiltRoot built = build_root(config, sandbox.get(), lower.get());
     new_root = std::move(built.root);
+    report_step("root mounts");
   }
   base::UniqueFd storage = open_relative("storage", "open the sandbox's storage");
   base::UniqueFd egress;
@@ -220,6 +221,7 @@ base::UniqueFd open_relative(const char* name, const std::string& step) {
   if (::umount2(".", MNT_DETACH) != 0) fail("detach the host root", errno);
   if (::chdir("/") != 0) fail("chdir /", errno);
   new_root.reset();
+  report_step("proc, sys, pivot_root");
 
   base::UniqueFd root_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root_fd) fail("open /", errno);
@@ -255,6 +257,10 @@ base::UniqueFd open_relative(const char* name, const std::string& step) {
   resources.egress = egress.release();
   resources.command_cgroup = handles.command_cgroup;
   resources.signals = signals.get();
+  if ((config.flags & kPooled) != 0) {
+    if (::fcntl(kPoolLeashFd, F_SETFD, FD_CLOEXEC) != 0) fail("hold the pool's leash", errno);
+    resources.leash = kPoolLeashFd;
+  }
   serve(config, resources);
 }
 
@@ -297,12 +303,14 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
 
 [[noreturn]] void run_monitor(bool cgroups_joined) {
   const SpawnConfig config = read_config();
+  report_step("spawn");
   const bool privileged = (config.flags & kMapFullRange) != 0;
 
   if (privileged && ::setgroups(0, nullptr) != 0) fail("drop supplementary groups", errno);
   if (!cgroups_joined) {
     for (const auto& procs : config.cgroup_procs) write_file(procs, "0", "join " + procs);
   }
+  report_step("cgroup joins");
   InitHandles handles;
   if (!config.command_cgroup.empty()) {
     handles.command_cgroup =
@@ -324,6 +332,7 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
     base::UniqueFd lower;
     if (config.root_kind == RootKind::directory) lower = open_lower(config);
     (void)build_root(config, sandbox.get(), lower.get());
+    report_step("root mounts");
   }
   if (::fchdir(sandbox.get()) != 0) fail("enter the sandbox's directory", errno);
   sandbox.reset();
@@ -352,8 +361,10 @@ void write_identity_maps(pid_t child, const SpawnConfig& config) {
     fail("become root again", errno);
   }
   if (pid < 0) fail("clone the init into new namespaces", clone_error);
+  report_step("namespaces (clone)");
   ::close(release[0]);
   write_identity_maps(static_cast<pid_t>(pid), config);
+  report_step("id maps");
   report_init_pid(pid);
   if (::write(release[1], "1", 1) != 1) fail("release the init", errno);
   // The init now belongs to whoever adopts orphans here; the sandbox outlives this process on

@@ -1,6 +1,7 @@
 #include "backends/linux/init/report.hpp"
 
 #include <errno.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backends/linux/spawn_config.hpp"
@@ -30,6 +31,19 @@ void report_init_pid(long pid) noexcept {
     Status status;
     status.kind = StatusKind::init_pid;
     status.pid = pid;
+    write_all(encode_status(status));
+  } catch (...) {
+  }
+}
+
+void report_step(const char* name) noexcept {
+  try {
+    struct timespec now {};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    Status status;
+    status.kind = StatusKind::step;
+    status.pid = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+    status.step = name;
     write_all(encode_status(status));
   } catch (...) {
   }

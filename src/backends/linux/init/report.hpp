@@ -9,6 +9,8 @@ namespace airlock::linux_backend::init {
 
 void report_init_pid(long pid) noexcept;
 void report_ready() noexcept;
+// Marks the end of one step of the start (StatusKind::step), timed now.
+void report_step(const char* name) noexcept;
 [[noreturn]] void fail(const std::string& step, int error_number) noexcept;
 // Closes the status channel in this process (the library sees end of stream once every holder
 // has closed it).

@@ -106,6 +106,7 @@ class Server {
   bool group_empty(const Connection& connection) const;
   void remove_finished();
   std::int64_t next_deadline() const;
+  void hold_leash();
 
   const SpawnConfig& config_;
   ServerResources resources_;
@@ -561,6 +562,21 @@ std::int64_t Server::next_deadline() const {
   return next;
 }
 
+// A pooled sandbox waits on its leash: 'c' makes it a sandbox like any other (and the leash is
+// let go); end of stream, an error or any other byte means the pool is gone or discarded it, and
+// the sandbox ends with this process. Nothing has run in it yet: no command is lost.
+void Server::hold_leash() {
+  char byte = 0;
+  ssize_t got;
+  do {
+    got = ::read(resources_.leash, &byte, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  if (got != 1 || byte != 'c') ::_exit(0);
+  ::close(resources_.leash);
+  resources_.leash = -1;
+}
+
 void Server::run() {
   const int listener_flags = ::fcntl(resources_.listener, F_GETFL);
   ::fcntl(resources_.listener, F_SETFL, listener_flags | O_NONBLOCK);
@@ -583,6 +599,8 @@ void Server::run() {
       fds.push_back({connection->socket.get(), POLLIN, 0});
       polled.push_back(connection.get());
     }
+    const std::size_t leash_index = fds.size();
+    if (resources_.leash >= 0) fds.push_back({resources_.leash, POLLIN, 0});
     const std::size_t bridge_first = fds.size();
     if (bridging_) bridge_.add_poll_fds(fds);
 
@@ -597,6 +615,7 @@ void Server::run() {
       }
     }
     reap_all();
+    if (resources_.leash >= 0 && fds[leash_index].revents != 0) hold_leash();
     for (std::size_t i = 0; i < polled.size(); ++i) {
       const short events = fds[2 + i].revents;
       if (events == 0) continue;

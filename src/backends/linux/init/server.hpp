@@ -17,6 +17,7 @@ struct ServerResources {
   int egress = -1;          // O_PATH of the host's egress directory (allowlist), or -1
   int command_cgroup = -1;  // delegated cgroup v2 directory for per-command leaves, or -1
   int signals = -1;         // signalfd for SIGCHLD
+  int leash = -1;           // kPooled: the warm pool's leash (spawn_config.hpp), until claimed
 };
 
 [[noreturn]] void serve(const SpawnConfig& config, const ServerResources& resources);
