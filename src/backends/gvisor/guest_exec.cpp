@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -99,6 +100,10 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
   SpawnRequest request{runsc.command(arguments), in ? in->read.get() : -1, out.write.get(),
                        err.write.get(), extra};
   const pid_t client = spawn_process(request);
+  // The client's exit as a descriptor, so the loop below wakes the moment it ends. Without one
+  // (a kernel before 5.3) the loop looks again every 20 ms, which on a fast machine was most
+  // of a warm exec's cost over a raw `runsc exec`.
+  const base::UniqueFd client_exited(static_cast<int>(::syscall(SYS_pidfd_open, client, 0)));
   out.write.reset();
   err.write.reset();
   status.write.reset();
@@ -169,20 +174,20 @@ ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCo
     }
 
     const bool forwarding = streams.in && caller_stdin_open && stdin_pending.empty();
-    pollfd fds[7] = {{streams.out.get(), POLLIN, 0},
+    pollfd fds[8] = {{streams.out.get(), POLLIN, 0},
                      {streams.err.get(), POLLIN, 0},
                      {streams.status.get(), POLLIN, 0},
                      {stdin_pending.empty() ? -1 : streams.in.get(), POLLOUT, 0},
                      {wake.get(), POLLIN, 0},
                      {forwarding ? command.stdin_fd : -1, POLLIN, 0},
-                     {command.control && !killing ? command.control->wake_fd() : -1, POLLIN, 0}};
+                     {command.control && !killing ? command.control->wake_fd() : -1, POLLIN, 0},
+                     {client_exit < 0 ? client_exited.get() : -1, POLLIN, 0}};
     auto next = killing ? kill_deadline : command.deadline;
     if (drain_until && *drain_until < next) next = *drain_until;
     auto wait_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
-    // The client's exit is not a descriptor: look again at least every 20 ms.
-    wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, 20));
-    if (::poll(fds, 7, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
+    wait_ms = std::max<long long>(0, std::min<long long>(wait_ms, client_exited ? 60'000 : 20));
+    if (::poll(fds, 8, static_cast<int>(wait_ms)) < 0 && errno != EINTR) break;
 
     if (fds[6].revents != 0) {
       for (const int number : command.control->take().signals) {
