@@ -229,7 +229,9 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
     spdlog::info("gvisor: sandbox {} is no longer running ({}); replacing it", id,
                  running ? running->status : "unknown to runsc");
   }
-  if (record || runsc_->state(id) || !leftover_cgroups(id).empty()) teardown_locked(id);
+  if (record || (runsc_->may_know(id) && runsc_->state(id)) || !leftover_cgroups(id).empty()) {
+    teardown_locked(id);
+  }
   auto created = create(id, key, spec);
   live_.remember(id, created);
   return created;
@@ -399,12 +401,12 @@ bool GvisorBackend::teardown_locked(const std::string& id) noexcept {
     runsc_->destroy(id);
     const auto remaining = reclaim_leftovers(id, bundle);
     // A delete that lost to a dying sandbox: once the processes are gone runsc can finish.
-    if (runsc_->state(id)) runsc_->destroy(id);
+    if (runsc_->may_know(id) && runsc_->state(id)) runsc_->destroy(id);
     for (const auto& what : remaining) spdlog::warn("gvisor: {} left behind by {}", what, id);
     stop_egress(id);
     store_.remove(id);
     live_.forget(id);
-    return remaining.empty() && !runsc_->state(id);
+    return remaining.empty() && !(runsc_->may_know(id) && runsc_->state(id));
   } catch (const std::exception& error) {
     spdlog::warn("gvisor: could not dispose of {}: {}", id, error_detail(error));
     return false;

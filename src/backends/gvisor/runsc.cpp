@@ -152,9 +152,20 @@ std::optional<RunscContainer> Runsc::state(const std::string& id) const {
   return RunscContainer{id, string_member(parsed, "status"), long_member(parsed, "pid")};
 }
 
+bool Runsc::may_know(const std::string& id) const {
+  std::error_code error;
+  std::filesystem::directory_iterator entries(root_, error);
+  if (error) return error != std::errc::no_such_file_or_directory;
+  for (const auto& entry : entries) {
+    if (entry.path().filename().string().find(id) != std::string::npos) return true;
+  }
+  return false;
+}
+
 bool Runsc::destroy(const std::string& id) const {
+  if (!may_know(id)) return true;  // nothing to delete: runsc would only say so, slowly
   call({"delete", "--force", id});
-  return !state(id).has_value();
+  return !may_know(id) || !state(id).has_value();
 }
 
 }  // namespace airlock::gvisor_backend

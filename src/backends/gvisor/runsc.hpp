@@ -41,6 +41,10 @@ class Runsc {
   std::vector<RunscContainer> list() const;
   // nullopt when runsc does not know the container.
   std::optional<RunscContainer> state(const std::string& id) const;
+  // Whether runsc's root holds anything named after `id` (its state, lock and socket files all
+  // carry the container id). False means `state(id)` would say "no such container" — the
+  // cheap answer, without a runsc process (50-70 ms here). True when the root cannot be read.
+  bool may_know(const std::string& id) const;
   // kill -9 everything, then delete --force; true when runsc no longer knows the id.
   bool destroy(const std::string& id) const;
 
