@@ -118,7 +118,8 @@ KilledCliMidExecIsReclaimedByPurge() {
 # then the case fails as unproven rather than passing vacuously.
 KilledCliMidTransferIsReclaimedByPurge() {
   local big=$state.big spec=$state.spec size=$((200 << 20))
-  head -c $size /dev/zero >"$big"
+  # Not zeros: a file cut short reads as zeros past its end, so only content shows it whole.
+  yes 'airlock chaos transfer' | head -c $size >"$big"
   printf '{"kind": "run", "files_in": {"max_files": 1, "max_bytes_per_file": %d, "max_total_bytes": %d}}' \
     $size $size >"$spec"
   local attempt caught=''
@@ -127,8 +128,7 @@ KilledCliMidTransferIsReclaimedByPurge() {
     [[ -n $caught ]] && break
     "$airlock" purge --all --backend-config "$config" >/dev/null 2>&1
   done
-  rm -f "$big" "$spec"
-  [[ -n $caught ]] || { echo "the transfer was never caught half-way in 3 tries; nothing proven"; return 1; }
+  [[ -n $caught ]] || { rm -f "$big" "$spec"; echo "the transfer was never caught half-way in 3 tries; nothing proven"; return 1; }
   echo "killed the CLI with $caught (try $attempt)"
   local final record pid
   for record in "$state"/linux/*/record.json; do
@@ -136,8 +136,9 @@ KilledCliMidTransferIsReclaimedByPurge() {
     pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("init_pid", 0))' "$record")
     final=/proc/$pid/root/maf-sandbox/work/big
     [[ -f $final ]] || continue
-    [[ $(stat -c %s "$final") -eq $size ]] || { echo "a partial file sits under its final name"; return 1; }
+    cmp -s "$final" "$big" || { rm -f "$big" "$spec"; echo "a partial file sits under its final name"; return 1; }
   done
+  rm -f "$big" "$spec"
   recover_and_audit
 }
 

@@ -3,6 +3,10 @@
 sandbox's work directory. Prints what it caught ("<file> at <n> of <size> bytes"), or nothing when
 the transfer finished (or failed) before a partial file was seen.
 
+A write sizes its temporary file before it copies (so the storage gives it huge pages): a
+partial file has its full length from the start, and what tells it apart is what it holds so
+far, its allocated blocks.
+
 The work directory lives in the sandbox's own storage, in its mount namespace only: it is looked
 at through /proc/<init>/root, the init's pid read from the sandbox's record.
 
@@ -46,10 +50,11 @@ while caught is None and cli.poll() is None and time.monotonic() < deadline:
             continue
         for entry in entries:
             try:
-                length = entry.stat(follow_symlinks=False).st_size
+                held = entry.stat(follow_symlinks=False).st_blocks * 512
             except OSError:
                 continue
-            if 0 < length < size:
+            length = min(held, size)
+            if 0 < held < size:
                 cli.send_signal(signal.SIGKILL)
                 caught = "%s at %d of %d bytes" % (entry.name, length, size)
                 break
