@@ -583,6 +583,14 @@ void Server::run() {
   if ((config_.flags & kEgressBridge) != 0 && resources_.egress >= 0) {
     bridging_ = bridge_.start(resources_.egress);
   }
+  // The first command's cgroup leaf, made now rather than when that command arrives: a cgroup
+  // mkdir waits on the kernel's global cgroup lock, and here it overlaps the library's last
+  // record write (or, pooled, happens long before anyone asks). A failure is left for that
+  // command to meet and report.
+  if (resources_.command_cgroup >= 0) {
+    int ignored = 0;
+    if (Leaf* first = acquire_leaf(ignored)) first->busy = false;
+  }
   std::vector<struct pollfd> fds;
   std::vector<Connection*> polled;
   for (;;) {
