@@ -237,6 +237,11 @@ class Sandbox {
   };
   virtual std::optional<SocketChannel> socket_channel() { return std::nullopt; }
 
+  // Guest directories holding unix sockets the backend itself serves the guest, besides
+  // socket_channel()'s: the gvisor backend's command channel, say. The isolation suite lets the
+  // guest reach sockets there and nowhere else; each backend proves its own channel harmless.
+  virtual std::vector<std::string> backend_socket_directories() const { return {}; }
+
  protected:
   Sandbox() = default;
 };

@@ -39,6 +39,9 @@ class RelayedSandbox final : public Sandbox {
     inner_->remove(path, working_directory, recursive);
   }
   std::optional<SocketChannel> socket_channel() override { return inner_->socket_channel(); }
+  std::vector<std::string> backend_socket_directories() const override {
+    return inner_->backend_socket_directories();
+  }
 
  private:
   std::shared_ptr<Sandbox> inner_;

@@ -461,6 +461,9 @@ void no_host_socket(ProbeContext& c, IsolationState& s) {
   if (planted.empty() && !abstract) c.fail("could not prove it: no host socket could be planted");
   std::vector<std::string> allowed = s.declared.declared_socket_directories;
   if (auto channel = s.a.sandbox->socket_channel()) allowed.push_back(channel->guest_directory);
+  for (auto& directory : s.a.sandbox->backend_socket_directories()) {
+    allowed.push_back(std::move(directory));
+  }
   std::vector<std::string> arguments{"sockets", "dir=" + s.a.scratch, "planted=" + joined(planted),
                                      "allow=" + joined(allowed), walk_box(c)};
   if (abstract) arguments.push_back("abstract-hex=" + hex_encode(abstract_name));
@@ -1074,7 +1077,8 @@ std::vector<IsolationProbe> isolation_probes() {
   add("no-host-unix-socket-is-reachable",
       "0777 sockets the host listens on in /tmp /var/tmp /run /dev/shm, an abstract one, and "
       "every socket a walk finds refuse the guest, except under a declared channel (the "
-      "host-tool socket directory, an egress bridge); the probe reaches its own (the control)",
+      "host-tool socket directory, an egress bridge, the backend's own command channel); the "
+      "probe reaches its own (the control)",
       no_host_socket);
   auto* view = add("closed-egress-sees-only-loopback",
                    "/proc/net/route, /proc/net/ipv6_route, /proc/net/dev and netlink's links, "

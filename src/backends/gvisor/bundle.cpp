@@ -14,6 +14,8 @@ json::Json bundle_config(const BundlePlan& plan) {
     keeper.push_back("--workdir");
     keeper.push_back(plan.work_dir);
   }
+  keeper.push_back("--control");
+  keeper.push_back(std::string(kControlGuestDirectory) + "/" + kKeeperSocketName);
   if (plan.egress_directory) {
     keeper.push_back("--bridge");
     keeper.push_back(std::string(kEgressGuestDirectory) + "/" + kEgressSocketName);
@@ -73,6 +75,10 @@ json::Json bundle_config(const BundlePlan& plan) {
        {"source", plan.helper_directory.string()},
        {"options", {"rbind", "ro", "nosuid", "nodev"}}},
   });
+  mounts.push_back({{"destination", kControlGuestDirectory},
+                    {"type", "bind"},
+                    {"source", plan.control_directory.string()},
+                    {"options", {"rbind", "ro", "nosuid", "nodev", "noexec"}}});
   if (plan.egress_directory) {
     mounts.push_back({{"destination", kEgressGuestDirectory},
                       {"type", "bind"},

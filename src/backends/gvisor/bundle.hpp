@@ -32,9 +32,17 @@ struct BundlePlan {
   // allowlist: the host directory holding the proxy's socket, bound read-only at
   // kEgressGuestDirectory, and the bridge's loopback port inside.
   std::optional<std::filesystem::path> egress_directory;
+  // The host directory bound read-only at kControlGuestDirectory: the keeper socket alone. Read-
+  // only, so no guest process can replace the socket with a listener of its own and catch the
+  // keeper's token.
+  std::filesystem::path control_directory;
 };
 
 inline constexpr const char* kEgressGuestDirectory = "/.airlock-egress";
+// The command channel's directory in the guest (the host's StateStore::control_dir) and the
+// keeper socket in it.
+inline constexpr const char* kControlGuestDirectory = "/.airlock-control";
+inline constexpr const char* kKeeperSocketName = "keeper.sock";
 inline constexpr const char* kEgressSocketName = "egress.sock";
 inline constexpr int kEgressBridgePort = 3128;
 

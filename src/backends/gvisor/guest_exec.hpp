@@ -1,8 +1,8 @@
-// One command in a running container: `runsc exec` of the guest helper's `run`, with the
-// command's stdout and stderr on separate pipes (never one file: gVisor garbles a shared one),
-// its status on a third, and a control pipe on which we ask the helper to kill the command's
-// whole tree or to signal its process group. Used by exec, run_code and every file-plane
-// operation.
+// One command in a running container, over the sandbox's command channel (guest_channel.hpp):
+// the keeper starts the guest helper's `run` for it (or, for the file plane, the helper's
+// subcommand itself), and the connection carries its stdin, stdout and stderr as separate
+// streams, its status, and our requests to signal its process group or kill its whole tree.
+// Used by exec, run_code and every file-plane operation.
 #pragma once
 
 #include <chrono>
@@ -16,7 +16,7 @@
 
 #include "airlock/records.hpp"
 #include "airlock/sandbox.hpp"
-#include "backends/gvisor/runsc.hpp"
+#include "backends/gvisor/guest_channel.hpp"
 
 namespace airlock::gvisor_backend {
 
@@ -30,8 +30,8 @@ struct GuestCommand {
   std::uint64_t max_output_bytes = 0;  // combined stdout + stderr
   bool truncate = false;               // past the ceiling: drop (true) or refuse (false)
   std::stop_token stop;
-  // Run the argv directly (the file plane's helper subcommands), not under `run`: no status or
-  // control descriptors, the exit code is runsc's. Timeouts then kill the runsc client only.
+  // Run the argv as it is (the file plane's helper subcommands): no session, no status line
+  // nor process group; a timeout kills that one process.
   bool direct = false;
   // Streaming: each chunk as it is read, under the same ceiling, instead of into the result.
   OutputCallback on_output;
@@ -41,11 +41,11 @@ struct GuestCommand {
   std::shared_ptr<ExecControl> control;
 };
 
-// Runs `command` in container `id`. Returns the result, or throws:
+// Runs `command` in the sandbox `channel` reaches. Returns the result, or throws:
 //   Timeout (message "cancelled" for a stop request) with kill_confirmed — the deadline passed;
 //   ExecOutputLimitExceeded — the ceiling was passed and `truncate` is false;
 //   NotFound — the working directory does not exist in the guest;
-//   BackendError — runsc could not run it (the container is gone, …).
-ExecResult run_in_guest(const Runsc& runsc, const std::string& id, const GuestCommand& command);
+//   BackendError — the container is gone (before or while the command ran).
+ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command);
 
 }  // namespace airlock::gvisor_backend

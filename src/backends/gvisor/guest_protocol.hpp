@@ -2,11 +2,13 @@
 //
 // airlock-gvisor-guest is one small static binary with several jobs. Inside every sandbox it is
 // bind-mounted read-only at kGuestHelperPath and serves as:
-//   keeper    PID 1 of the container: reaps orphans, creates the work dir, and (allowlist) runs
-//             the egress bridge from 127.0.0.1:3128 to the proxy's unix socket;
-//   run       the wrapper of every exec: its own session, a child subreaper, the command's exit
-//             status on a status descriptor, and a control descriptor on which the host asks it
-//             to kill the command's whole tree (reported as `killed` only once none is left);
+//   keeper    PID 1 of the container: reaps orphans, creates the work dir, serves the host's
+//             commands over the command channel (channel_frames.hpp: it keeps connections open
+//             to the keeper socket, each with a handler forked in advance), and (allowlist)
+//             runs the egress bridge from 127.0.0.1:3128 to the proxy's unix socket. A handler
+//             is the child subreaper of its command, which it starts by vfork as a session
+//             leader under the device filter; it kills the command's whole tree on request
+//             (reported as `killed` only once none is left) and signals its process group;
 //   stat, read, write, list, remove
 //             the file plane: every path is walked from "/" one component at a time with
 //             O_NOFOLLOW | O_DIRECTORY on descriptors, so a link anywhere on the path — also one
@@ -16,7 +18,9 @@
 // On the host it serves as:
 //   shepherd  the subreaper that starts `runsc run --detach`, reports its outcome, holds the
 //             image pin for as long as the sandbox's processes live, and reaps them the moment
-//             they die (so a delete never waits for a slow host init to reap a zombie).
+//             they die (so a delete never waits for a slow host init to reap a zombie). It also
+//             owns the keeper socket, pipes the sandbox's token to the keeper's stdin, and hands
+//             the socket's listening descriptor to host processes (guest_channel.hpp).
 #pragma once
 
 namespace airlock::gvisor_guest {
@@ -26,16 +30,9 @@ inline constexpr const char* kGuestHelperDirectory = "/.airlock";
 inline constexpr const char* kGuestHelperName = "airlock-gvisor-guest";
 inline constexpr const char* kGuestHelperPath = "/.airlock/airlock-gvisor-guest";
 
-// The keeper's name (/proc/1/comm) once it has made the work dir: `run` started in the moment
-// between the container's start and that mkdir waits for it rather than fail its chdir.
+// The keeper's name (/proc/1/comm) once it has made the work dir. The keeper serves commands
+// only after that, so a command never races the mkdir; its wait for the name stays as a guard.
 inline constexpr const char* kKeeperReadyName = "airlock-ready";
-
-// The descriptors `run` finds (passed with runsc exec --pass-fd).
-inline constexpr int kStatusFd = 3;   // guest → host: one status line
-// host → guest: kSignalRequest then one byte, a signal number, = signal the command's process
-// group (forwardable signals only); any other byte, or EOF, = kill the command's tree.
-inline constexpr int kControlFd = 4;
-inline constexpr char kSignalRequest = 's';
 
 // Exit codes of the file-plane subcommands; the reason is one line on stderr.
 enum FileExit : int {
@@ -52,13 +49,13 @@ enum FileExit : int {
   kFileShortInput = 19,      // write: stdin ended before the announced size
 };
 
-// `run` status lines (on kStatusFd):
+// Status lines (the channel's kStatus frame) of a command, not of the file plane's subcommands:
 //   "exit <code>\n"       the command exited
 //   "signal <n>\n"        the command was ended by signal n
 //   "killed <count>\n"    the host asked; every process of the tree is gone (count were killed)
-//   "error <errno> <what>\n"  the command could not be started (chdir, exec)
-// `run` exits with the command's code (128+n for a signal, 137 after killed, 127 on error) so
-// that runsc's own answer agrees with the status line.
+//   "error <errno> <what>\n"  the command could not be started (chdir, exec, seccomp, fork)
+// The kDone frame's code agrees: the command's, 128+n for a signal, 137 after killed, 127 on
+// error.
 
 // `list` writes one record per entry: "<kind> <size or -> <name>\0" with kind one of
 // file, directory, symlink, other.

@@ -17,6 +17,7 @@
 #include "airlock/paths.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/gvisor/bundle.hpp"
+#include "backends/gvisor/channel_frames.hpp"
 #include "backends/gvisor/cleanup.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
 #include "backends/kit/contained.hpp"
@@ -118,6 +119,24 @@ void require_traversable(const std::filesystem::path& target, const char* what,
 
 constexpr std::uint64_t kMinimumStorageBytes = std::uint64_t{1} << 20;
 
+// The command channel's directory, the Gofer's (uid_base) and nobody else's, and the token the
+// keeper proves itself with, host root's alone (the shepherd pipes it to the keeper's stdin).
+void prepare_control(const std::filesystem::path& directory,
+                     const std::filesystem::path& token_file, std::uint32_t uid_base) {
+  if ((::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) ||
+      ::chown(directory.c_str(), uid_base, uid_base) != 0 || ::chmod(directory.c_str(), 0700)) {
+    throw SystemError("could not prepare the sandbox's control directory", errno,
+                      directory.string());
+  }
+  base::UniqueFd file(
+      ::open(token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const std::string token = random_hex(gvisor_guest::kTokenLength / 2);
+  if (!file ||
+      ::write(file.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size())) {
+    throw SystemError("could not write the sandbox's token", errno, token_file.string());
+  }
+}
+
 }  // namespace
 
 GvisorBackend::GvisorBackend(GvisorBackendConfig config)
@@ -131,8 +150,7 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
         "(run as root, or use another backend)");
   }
   require_traversable(store_.base(), "state_dir", config_->uid_base);
-  require_traversable(resolved_image_store(*config_) / "content", "image_store",
-                      config_->uid_base);
+  require_traversable(resolved_image_store(*config_) / "content", "image_store", config_->uid_base);
   const auto binary = locate_runsc(config_->runsc_path);
   helper_source_ = locate_guest_helper(config_->guest_helper_path);
   store_.ensure_layout(config_->uid_base);
@@ -241,10 +259,11 @@ std::uint64_t GvisorBackend::storage_bytes(const SandboxSpec& spec) const {
   const auto disk = spec.resources().disk_bytes ? spec.resources().disk_bytes
                                                 : config_->default_resources.disk_bytes;
   if (!disk) {
-    throw InvalidArgument("resources.disk_bytes: the gvisor backend keeps everything a guest "
-                          "writes in a bounded store, so it needs a size (the config's "
-                          "disk_bytes is unset and the spec names none)",
-                          "resources.disk_bytes");
+    throw InvalidArgument(
+        "resources.disk_bytes: the gvisor backend keeps everything a guest "
+        "writes in a bounded store, so it needs a size (the config's "
+        "disk_bytes is unset and the spec names none)",
+        "resources.disk_bytes");
   }
   if (*disk < kMinimumStorageBytes) {
     throw InvalidArgument("resources.disk_bytes: at least 1 MiB", "resources.disk_bytes");
@@ -253,8 +272,10 @@ std::uint64_t GvisorBackend::storage_bytes(const SandboxSpec& spec) const {
 }
 
 std::shared_ptr<GvisorSandbox> GvisorBackend::adopt(const Record& record, const SandboxKey& key) {
-  return std::make_shared<GvisorSandbox>(runsc_, config_, record.id, record.instance_id, key,
-                                         record.kind, record.work_dir);
+  auto channel =
+      std::make_shared<GuestChannel>(store_.broker_socket(record.id), store_.token_file(record.id));
+  return std::make_shared<GvisorSandbox>(std::move(channel), config_, record.id, record.instance_id,
+                                         key, record.kind, record.work_dir);
 }
 
 std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, const SandboxKey& key,
@@ -288,6 +309,9 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     plan.work_dir = record.work_dir;
     plan.uid_base = config_->uid_base;
     plan.environment = environment_for(pin.image());
+    // The command channel: the keeper proves itself with this token on every connection.
+    plan.control_directory = store_.control_dir(id);
+    prepare_control(plan.control_directory, store_.token_file(id), config_->uid_base);
     if (spec.egress() == Egress::allowlist) {
       const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressBridgePort);
       for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}) {
@@ -320,17 +344,26 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     }
     std::vector<std::string> flags = {"--platform=" + std::string(to_string(platform_)),
                                       "--network=none", "--overlay2=all:dir=" + storage.string()};
-    // Lets the guest connect to host unix sockets bound into it; the only one is the proxy's.
-    if (plan.egress_directory) flags.emplace_back("--host-uds=open");
+    // Lets the guest connect to host unix sockets bound into it: the keeper socket, and the
+    // proxy's under allowlist. (Creating one on the host stays refused.)
+    flags.emplace_back("--host-uds=open");
     for (const auto& word :
          {std::string("run"), std::string("--detach"), "--bundle=" + bundle.string(), id}) {
       flags.push_back(word);
     }
     std::vector<std::string> argv = runsc_->command(flags);
-    std::vector<std::string> shepherd = {helper_source_.string(), "shepherd",
-                                         "--status-fd",           "3",
-                                         "--storage",             storage.string(),
-                                         std::to_string(storage_bytes(spec)), "--"};
+    std::vector<std::string> shepherd = {helper_source_.string(),
+                                         "shepherd",
+                                         "--status-fd",
+                                         "3",
+                                         "--storage",
+                                         storage.string(),
+                                         std::to_string(storage_bytes(spec)),
+                                         "--control",
+                                         (plan.control_directory / kKeeperSocketName).string(),
+                                         store_.broker_socket(id).string(),
+                                         store_.token_file(id).string(),
+                                         "--"};
     shepherd.insert(shepherd.end(), argv.begin(), argv.end());
 
     const auto log_path = directory / "runsc.log";
@@ -381,7 +414,9 @@ void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& 
   egress_.listen(id, directory / kEgressSocketName, std::move(policy), instance_id, socket);
 }
 
-void GvisorBackend::stop_egress(const std::string& id) noexcept { egress_.stop(id); }
+void GvisorBackend::stop_egress(const std::string& id) noexcept {
+  egress_.stop(id);
+}
 
 bool GvisorBackend::teardown(const std::string& id) noexcept {
   try {

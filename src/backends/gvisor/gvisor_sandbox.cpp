@@ -4,6 +4,7 @@
 
 #include "airlock/errors.hpp"
 #include "airlock/paths.hpp"
+#include "backends/gvisor/bundle.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
 
 namespace airlock::gvisor_backend {
@@ -107,11 +108,11 @@ void CommandSlots::release() {
   freed_.notify_one();
 }
 
-GvisorSandbox::GvisorSandbox(std::shared_ptr<const Runsc> runsc,
+GvisorSandbox::GvisorSandbox(std::shared_ptr<GuestChannel> channel,
                              std::shared_ptr<const GvisorBackendConfig> config,
                              std::string container_id, std::string instance_id, SandboxKey key,
                              std::string kind, std::string work_dir)
-    : runsc_(std::move(runsc)),
+    : channel_(std::move(channel)),
       config_(std::move(config)),
       container_id_(std::move(container_id)),
       instance_id_(std::move(instance_id)),
@@ -120,13 +121,17 @@ GvisorSandbox::GvisorSandbox(std::shared_ptr<const Runsc> runsc,
       work_dir_(std::move(work_dir)),
       slots_(std::make_shared<CommandSlots>(config_->max_concurrent_commands)) {}
 
+std::vector<std::string> GvisorSandbox::backend_socket_directories() const {
+  return {kControlGuestDirectory};
+}
+
 ExecResult GvisorSandbox::run_guarded(GuestCommand command) {
   slots_->acquire(command.deadline);
   struct Release {
     CommandSlots& slots;
     ~Release() { slots.release(); }
   } release{*slots_};
-  return run_in_guest(*runsc_, container_id_, command);
+  return run_in_guest(*channel_, command);
 }
 
 ExecResult GvisorSandbox::helper(std::vector<std::string> arguments, std::string stdin_bytes,
@@ -146,8 +151,8 @@ ExecResult GvisorSandbox::exec(const Command& command, const ExecOptions& option
   check_exec_options(options);
   if (options.terminal) {
     throw NotSupported(
-        "the gvisor backend gives no terminal: runsc exec's tty needs a console socket of its "
-        "own, which this backend does not run");
+        "the gvisor backend gives no terminal: its keeper allocates no pseudo-terminal in the "
+        "guest");
   }
   const auto started = Clock::now();
   if (options.timeout.count() <= 0)

@@ -9,7 +9,6 @@
 #include "airlock/backends/gvisor.hpp"
 #include "airlock/sandbox.hpp"
 #include "backends/gvisor/guest_exec.hpp"
-#include "backends/gvisor/runsc.hpp"
 
 namespace airlock::gvisor_backend {
 
@@ -29,7 +28,7 @@ class CommandSlots {
 
 class GvisorSandbox final : public Sandbox {
  public:
-  GvisorSandbox(std::shared_ptr<const Runsc> runsc,
+  GvisorSandbox(std::shared_ptr<GuestChannel> channel,
                 std::shared_ptr<const GvisorBackendConfig> config, std::string container_id,
                 std::string instance_id, SandboxKey key, std::string kind, std::string work_dir);
 
@@ -49,6 +48,8 @@ class GvisorSandbox final : public Sandbox {
   std::vector<SandboxEntry> list_dir(std::string_view path,
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+  // The keeper socket's directory (channel_test.cpp proves what a guest can do with it).
+  std::vector<std::string> backend_socket_directories() const override;
 
  private:
   // One helper subcommand (stat, read, …) under the command slots; returns its result whatever
@@ -57,7 +58,7 @@ class GvisorSandbox final : public Sandbox {
                     std::uint64_t max_output);
   ExecResult run_guarded(GuestCommand command);
 
-  std::shared_ptr<const Runsc> runsc_;
+  std::shared_ptr<GuestChannel> channel_;
   std::shared_ptr<const GvisorBackendConfig> config_;
   std::string container_id_;
   std::string instance_id_;

@@ -89,6 +89,7 @@ void StateStore::ensure_layout(std::uint32_t uid_base) const {
   }
   make_own_directory(base_ / "helpers", 0711, 0, 0);
   make_own_directory(base_ / "egress", 0711, 0, 0);
+  make_own_directory(base_ / "control", 0711, 0, 0);
   // The Gofer (uid and gid uid_base) passes through shared/, no other host user does: nobody
   // can plant a file or a socket in the empty lower layer every sandbox's /tmp and /dev/shm
   // are overlays of. empty/ is the guest root's (so /tmp is root's 1777 inside) and stays empty:
@@ -161,7 +162,7 @@ std::vector<std::string> StateStore::ids() const {
   std::vector<std::string> found;
   std::error_code error;
   // egress/<id> too: a crash between its listen and the record leaves only that to reclaim.
-  for (const char* area : {"sandboxes", "egress"}) {
+  for (const char* area : {"sandboxes", "egress", "control"}) {
     for (const auto& entry : std::filesystem::directory_iterator(base_ / area, error)) {
       if (!entry.is_directory(error)) continue;
       auto name = entry.path().filename().string();
@@ -175,6 +176,7 @@ void StateStore::remove(const std::string& id) const noexcept {
   std::error_code ignored;
   std::filesystem::remove_all(sandbox_dir(id), ignored);
   std::filesystem::remove_all(egress_dir(id), ignored);
+  std::filesystem::remove_all(control_dir(id), ignored);
 }
 
 }  // namespace airlock::gvisor_backend

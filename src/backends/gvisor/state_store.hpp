@@ -58,6 +58,17 @@ class StateStore {
     return base_ / "sandboxes" / id;
   }
   std::filesystem::path egress_dir(const std::string& id) const { return base_ / "egress" / id; }
+  // Bound into the guest at kControlGuestDirectory: the keeper socket, owned by uid_base (the
+  // Gofer's uid) and closed to everyone else.
+  std::filesystem::path control_dir(const std::string& id) const { return base_ / "control" / id; }
+  // The sandbox's token (host root's only), and where host processes ask the shepherd for the
+  // keeper socket; the guest sees neither.
+  std::filesystem::path token_file(const std::string& id) const {
+    return sandbox_dir(id) / "token";
+  }
+  std::filesystem::path broker_socket(const std::string& id) const {
+    return sandbox_dir(id) / "broker.sock";
+  }
   std::filesystem::path shared_dir() const { return base_ / "shared"; }
   std::filesystem::path empty_dir() const { return base_ / "shared" / "empty"; }
   // Where the sandbox's storage tmpfs is mounted, in its shepherd's mount namespace only (on the
@@ -72,9 +83,9 @@ class StateStore {
 
   std::optional<Record> read(const std::string& id) const;
   void write(const Record& record) const;
-  // Identities with a directory under sandboxes/ or egress/ (records or leftovers).
+  // Identities with a directory under sandboxes/, egress/ or control/ (records or leftovers).
   std::vector<std::string> ids() const;
-  // Removes sandboxes/<id> and egress/<id> entirely. Best effort.
+  // Removes sandboxes/<id>, egress/<id> and control/<id> entirely. Best effort.
   void remove(const std::string& id) const noexcept;
 
  private:

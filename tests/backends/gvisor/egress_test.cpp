@@ -217,11 +217,12 @@ TEST_F(GvisorEgress, EachSandboxReachesOnlyItsOwnProxySocket) {
   LoopbackServer second_server(LoopbackServer::Mode::http, kDeniedHost);
   egress_backend({first_server.port(), second_server.port()});
   auto first = allowlisted({kAllowedHost});
-  auto second = acquire(spec("egress", [](SandboxSpec::Fields& fields) {
-                          fields.image = "curl";
-                          fields.egress = Egress::allowlist;
-                          fields.egress_allow = {kDeniedHost};
-                        }),
+  auto second = acquire(spec("egress",
+                             [](SandboxSpec::Fields& fields) {
+                               fields.image = "curl";
+                               fields.egress = Egress::allowlist;
+                               fields.egress_allow = {kDeniedHost};
+                             }),
                         SandboxKey{"gvisor-test-peer", key_.thread_id, key_.agent_dir});
   for (auto* sandbox : {first.get(), second.get()}) {
     EXPECT_EQ(sh(*sandbox, "ls -A /.airlock-egress").stdout_bytes, "egress.sock\n");
@@ -240,23 +241,24 @@ TEST_F(GvisorEgress, EachSandboxReachesOnlyItsOwnProxySocket) {
   EXPECT_EQ(curl_status(*first, kAllowedHost, first_server.port()), "200/200");
 }
 
-// runsc --host-uds=open lets an allowlisted guest connect to any host socket its filesystems
-// reach, not only the proxy's. The guest looks for every socket it can see and tries each (curl
-// exits 7 when it cannot connect): the proxy's is the only one that answers.
-TEST_F(GvisorEgress, AnAllowlistedGuestReachesNoHostSocketButItsProxy) {
+// runsc --host-uds=open lets a guest connect to any host socket its filesystems reach. The guest
+// looks for every socket it can see and tries each (curl exits 7 when it cannot connect): the
+// proxy's answers, and the keeper socket of the command channel, which every sandbox has and
+// which yields a guest nothing (channel_test.cpp attacks it). No other does.
+TEST_F(GvisorEgress, AnAllowlistedGuestReachesNoHostSocketButItsProxyAndTheKeepers) {
   LoopbackServer server(LoopbackServer::Mode::http, kAllowedHost);
   egress_backend({server.port()});
   auto sandbox = allowlisted();
-  const ExecResult found = sh(
-      *sandbox, "find / -path /proc -prune -o -path /sys -prune -o -type s -print 2>/dev/null");
-  EXPECT_EQ(found.stdout_bytes, "/.airlock-egress/egress.sock\n");
+  const std::string expected = "/.airlock-egress/egress.sock\n/.airlock-control/keeper.sock\n";
+  const ExecResult found =
+      sh(*sandbox, "find / -path /proc -prune -o -path /sys -prune -o -type s -print 2>/dev/null");
+  EXPECT_EQ(found.stdout_bytes, expected);
   const ExecResult reached = sh(*sandbox,
                                 "for s in $(find / -path /proc -prune -o -path /sys -prune -o "
                                 "-type s -print 2>/dev/null); do "
                                 "curl -s -o /dev/null --max-time 3 --unix-socket $s http://x/; "
                                 "[ $? -ne 7 ] && echo $s; done");
-  EXPECT_EQ(reached.stdout_bytes, "/.airlock-egress/egress.sock\n") << "the control failed, or "
-                                                                        "another socket answered";
+  EXPECT_EQ(reached.stdout_bytes, expected) << "the control failed, or another socket answered";
 }
 
 // The proxy's socket lies deeper than sun_path can name; the proxy binds it, and runsc's file

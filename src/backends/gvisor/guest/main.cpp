@@ -32,20 +32,20 @@ bool parse_count(const char* text, std::uint64_t& value) {
 int usage() {
   std::fprintf(stderr,
                "usage: airlock-gvisor-guest keeper [--workdir DIR] [--bridge SOCKET PORT]\n"
-               "       airlock-gvisor-guest run [--cwd DIR] -- ARGV...\n"
+               "                                   [--control SOCKET]   (token on stdin)\n"
                "       airlock-gvisor-guest stat|list PATH\n"
                "       airlock-gvisor-guest read PATH MAX_BYTES\n"
                "       airlock-gvisor-guest write PATH SIZE   (content on stdin)\n"
                "       airlock-gvisor-guest remove PATH 0|1\n"
-               "       airlock-gvisor-guest shepherd --status-fd N [--storage DIR BYTES] -- ARGV...\n"
+               "       airlock-gvisor-guest shepherd --status-fd N [--storage DIR BYTES]\n"
+               "                            [--control SOCKET BROKER TOKEN_FILE] -- ARGV...\n"
                "       airlock-gvisor-guest probe\n");
   return kFileUsage;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
+static int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) return usage();
   const std::string& verb = args[0];
   std::uint64_t number = 0;
@@ -64,23 +64,29 @@ int main(int argc, char** argv) {
   if (verb == "remove" && args.size() == 3 && (args[2] == "0" || args[2] == "1")) {
     return finish(remove_path(args[1], args[2] == "1"));
   }
-  if (verb == "run" || verb == "shepherd" || verb == "keeper") {
-    std::string cwd;
+  if (verb == "shepherd" || verb == "keeper") {
     std::string workdir;
     std::string bridge_socket;
     int bridge_port = 0;
+    std::string control_socket;
+    std::string broker_socket;  // shepherd only, as the token file
+    std::string token_file;
     int status_fd = -1;
     std::string storage_directory;
     std::uint64_t storage_bytes = 0;
     std::size_t i = 1;
     for (; i < args.size() && args[i] != "--"; ++i) {
-      if (args[i] == "--cwd" && i + 1 < args.size()) {
-        cwd = args[++i];
-      } else if (args[i] == "--workdir" && i + 1 < args.size()) {
+      if (args[i] == "--workdir" && i + 1 < args.size()) {
         workdir = args[++i];
       } else if (args[i] == "--bridge" && i + 2 < args.size()) {
         bridge_socket = args[++i];
         bridge_port = std::atoi(args[++i].c_str());
+      } else if (args[i] == "--control" && verb == "keeper" && i + 1 < args.size()) {
+        control_socket = args[++i];
+      } else if (args[i] == "--control" && verb == "shepherd" && i + 3 < args.size()) {
+        control_socket = args[++i];
+        broker_socket = args[++i];
+        token_file = args[++i];
       } else if (args[i] == "--status-fd" && i + 1 < args.size()) {
         status_fd = std::atoi(args[++i].c_str());
       } else if (args[i] == "--storage" && i + 2 < args.size()) {
@@ -90,12 +96,18 @@ int main(int argc, char** argv) {
         return usage();
       }
     }
-    if (verb == "keeper") return keep(workdir, bridge_socket, bridge_port);
+    if (verb == "keeper") {
+      return keep(workdir, bridge_socket, bridge_port, control_socket);
+    }
     if (i + 1 >= args.size()) return usage();
     const std::vector<std::string> command(args.begin() + static_cast<long>(i) + 1, args.end());
-    if (verb == "run") return run_command(cwd, command);
     if (status_fd < 0) return usage();
-    return shepherd(status_fd, storage_directory, storage_bytes, command);
+    return shepherd(status_fd, storage_directory, storage_bytes, control_socket, broker_socket,
+                    token_file, command);
   }
   return usage();
+}
+
+int main(int argc, char** argv) {
+  return dispatch(std::vector<std::string>(argv + 1, argv + argc));
 }

@@ -6,18 +6,20 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
-#include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -29,11 +31,11 @@
 #include <sstream>
 
 #include "backends/gvisor/guest_protocol.hpp"
+#include "backends/gvisor/unix_path.hpp"
 
 namespace airlock::gvisor_guest {
-namespace {
 
-void write_line(int fd, const std::string& line) {
+static void write_line(int fd, const std::string& line) {
   const std::string text = line + "\n";
   std::size_t done = 0;
   while (done < text.size()) {
@@ -77,7 +79,7 @@ std::set<pid_t> descendants_of(pid_t root) {
   return found;
 }
 
-void sleep_ms(long milliseconds) {
+static void sleep_ms(long milliseconds) {
   timespec duration{milliseconds / 1000, (milliseconds % 1000) * 1'000'000};
   ::nanosleep(&duration, nullptr);
 }
@@ -112,8 +114,7 @@ long kill_tree(pid_t leader) {
 // Linux. FIFOs, sockets and regular files stay allowed. The filter is inherited by everything
 // the command starts and cannot be removed. Any other architecture's or ABI's system call
 // (i386, x32) is refused outright: no command needs one.
-bool refuse_device_nodes() {
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+std::vector<sock_filter> device_node_filter() {
 #if defined(__x86_64__)
   constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -129,37 +130,42 @@ bool refuse_device_nodes() {
     return static_cast<std::uint32_t>(offsetof(seccomp_data, args) + 8 * n);
   };
   std::vector<sock_filter> program = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArchField),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, kRefuse),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kArchField),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, kRefuse),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kNr),
 #if defined(__x86_64__)
-      // x32 system calls carry bit 30 of the number.
-      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, kRefuse),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknod, 0, 2),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(1)),
-      BPF_JUMP(BPF_JMP | BPF_JA, 2, 0, 0),
+    // x32 system calls carry bit 30 of the number.
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, kRefuse),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknod, 0, 2),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(1)),
+    BPF_JUMP(BPF_JMP | BPF_JA, 2, 0, 0),
 #endif
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknodat, 0, 6),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(2)),
-      // The mode is loaded: its file type decides.
-      BPF_STMT(BPF_ALU | BPF_AND | BPF_K, S_IFMT),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFCHR, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFBLK, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, kRefuse),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mknodat, 0, 6),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, argument(2)),
+    // The mode is loaded: its file type decides.
+    BPF_STMT(BPF_ALU | BPF_AND | BPF_K, S_IFMT),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFCHR, 2, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, S_IFBLK, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_RET | BPF_K, kRefuse),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
+  return program;
+}
+
+bool apply_filter(std::vector<sock_filter>& program) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   sock_fprog filter{static_cast<unsigned short>(program.size()), program.data()};
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &filter, 0, 0) == 0;
 }
 
 // chdir, except that a missing directory is waited for (up to 3 s) while the keeper has not yet
 // said it made the work dir: the first exec of a fresh sandbox may start before PID 1 ran.
-bool enter_directory(const std::string& directory) {
+bool enter_directory(const char* directory) {
   for (int round = 0; round < 300; ++round) {
-    if (::chdir(directory.c_str()) == 0) return true;
+    if (::chdir(directory) == 0) return true;
     if (errno != ENOENT) return false;
     char name[32] = {};
     const int fd = ::open("/proc/1/comm", O_RDONLY | O_CLOEXEC);
@@ -175,128 +181,44 @@ bool enter_directory(const std::string& directory) {
   return false;
 }
 
-}  // namespace
+namespace {
 
-int run_command(const std::string& cwd, const std::vector<std::string>& argv) {
-  // Not dumpable: another guest process of the same uid cannot open /proc/<us>/fd/3 and forge a
-  // status line.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-  ::fcntl(kStatusFd, F_SETFD, FD_CLOEXEC);
-  ::fcntl(kControlFd, F_SETFD, FD_CLOEXEC);
-
-  sigset_t watched;
-  sigemptyset(&watched);
-  for (int signal : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&watched, signal);
-  sigset_t previous;
-  ::sigprocmask(SIG_BLOCK, &watched, &previous);
-  const int signals = ::signalfd(-1, &watched, SFD_CLOEXEC);
-
-  int exec_report[2];
-  if (::pipe2(exec_report, O_CLOEXEC) != 0) {
-    write_line(kStatusFd, "error " + std::to_string(errno) + " pipe");
-    return 127;
+// A pipe holding the token file's content and nothing more: runsc's stdin, which becomes the
+// keeper's. The token never appears in a file, an argument or an environment the guest sees.
+int token_pipe(const std::string& token_file) {
+  char token[128];
+  const int file = ::open(token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  const ssize_t size = file >= 0 ? ::read(file, token, sizeof token) : -1;
+  if (file >= 0) ::close(file);
+  int ends[2];
+  if (size <= 0 || ::pipe2(ends, O_CLOEXEC) != 0) return -1;
+  const bool written = ::write(ends[1], token, static_cast<std::size_t>(size)) == size;
+  ::close(ends[1]);
+  if (!written) {
+    ::close(ends[0]);
+    return -1;
   }
-  const pid_t child = ::fork();
-  if (child < 0) {
-    write_line(kStatusFd, "error " + std::to_string(errno) + " fork");
-    return 127;
-  }
-  if (child == 0) {
-    ::close(exec_report[0]);
-    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::setsid();
-    int failure[2] = {0, 0};
-    if (!refuse_device_nodes()) {
-      failure[0] = errno;
-      failure[1] = 3;
-    } else if (!cwd.empty() && !enter_directory(cwd)) {
-      failure[0] = errno;
-      failure[1] = 1;
-    } else {
-      std::vector<char*> arguments;
-      for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
-      arguments.push_back(nullptr);
-      ::execvp(arguments[0], arguments.data());
-      failure[0] = errno;
-      failure[1] = 2;
-    }
-    (void)!::write(exec_report[1], failure, sizeof failure);
-    ::_exit(127);
-  }
-  ::close(exec_report[1]);
-  int failure[2] = {0, 0};
-  ssize_t got;
-  do {
-    got = ::read(exec_report[0], failure, sizeof failure);
-  } while (got < 0 && errno == EINTR);
-  ::close(exec_report[0]);
-  if (got == static_cast<ssize_t>(sizeof failure)) {
-    ::waitpid(child, nullptr, 0);
-    write_line(kStatusFd, "error " + std::to_string(failure[0]) +
-                              (failure[1] == 1   ? " chdir " + cwd
-                               : failure[1] == 3 ? std::string(" seccomp")
-                                                 : " exec " + argv[0]));
-    return 127;
-  }
-
-  pollfd watch[2] = {{signals, POLLIN, 0}, {kControlFd, POLLIN, 0}};
-  for (;;) {
-    const int ready = ::poll(watch, 2, -1);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    bool kill_requested = false;
-    if ((watch[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      // kSignalRequest + a number: signal the command's process group; anything else (EOF,
-      // another byte, a read error) asks for the kill.
-      char request[64];
-      const ssize_t asked = ::read(kControlFd, request, sizeof request);
-      if (asked < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      kill_requested = asked <= 0;
-      for (ssize_t i = 0; i < asked; ++i) {
-        if (request[i] == kSignalRequest && i + 1 < asked) {
-          const int number = static_cast<unsigned char>(request[++i]);
-          // The host sends only forwardable signals; this pipe is the host's alone (the
-          // helper is not dumpable, so no guest process can open it through /proc).
-          if (number > 0 && number < 65) ::kill(-child, number);
-        } else {
-          kill_requested = true;
-        }
-      }
-    }
-    if ((watch[0].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      while (::read(signals, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        if (info.ssi_signo != SIGCHLD) kill_requested = true;
-        if (info.ssi_signo == SIGCHLD) break;
-      }
-      int status = 0;
-      pid_t reaped;
-      while ((reaped = ::waitpid(-1, &status, WNOHANG)) > 0) {
-        if (reaped != child) continue;  // an orphan of the command, adopted as subreaper
-        if (WIFSIGNALED(status)) {
-          write_line(kStatusFd, "signal " + std::to_string(WTERMSIG(status)));
-          return 128 + WTERMSIG(status);
-        }
-        write_line(kStatusFd, "exit " + std::to_string(WEXITSTATUS(status)));
-        return WEXITSTATUS(status);
-      }
-    }
-    if (kill_requested) {
-      const long killed = kill_tree(child);
-      if (killed >= 0) write_line(kStatusFd, "killed " + std::to_string(killed));
-      return 137;
-    }
-  }
-  return 127;
+  return ends[0];
 }
 
-int keep(const std::string& workdir, const std::string& bridge_socket, int bridge_port);
-
-namespace {
+// Hands the keeper socket's listening descriptor to one broker client.
+void send_listener(int client, int listener) {
+  char byte = 'L';
+  iovec data{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = &data;
+  message.msg_iovlen = 1;
+  message.msg_control = control;
+  message.msg_controllen = sizeof control;
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_SOCKET;
+  header->cmsg_type = SCM_RIGHTS;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &listener, sizeof(int));
+  while (::sendmsg(client, &message, MSG_NOSIGNAL) < 0 && errno == EINTR) {
+  }
+}
 
 // The sandbox's storage: a tmpfs of `bytes` at `directory`, in a mount namespace of the
 // shepherd's own (private propagation), so runsc — started from here — makes the overlay's file
@@ -309,8 +231,7 @@ bool mount_storage(const std::string& directory, std::uint64_t bytes) {
     return false;
   }
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-    std::fprintf(stderr, "airlock-gvisor-guest: making mounts private: %s\n",
-                 std::strerror(errno));
+    std::fprintf(stderr, "airlock-gvisor-guest: making mounts private: %s\n", std::strerror(errno));
     return false;
   }
   const std::string options = "size=" + std::to_string(bytes) + ",nr_inodes=64,mode=0700";
@@ -328,7 +249,8 @@ bool mount_storage(const std::string& directory, std::uint64_t bytes) {
 }  // namespace
 
 int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t storage_bytes,
-             const std::vector<std::string>& argv) {
+             const std::string& control_socket, const std::string& broker_socket,
+             const std::string& token_file, const std::vector<std::string>& argv) {
   // The caller waits for this first process; the shepherd proper is its child, so it is never a
   // zombie of a host process that did not expect one.
   const pid_t detached = ::fork();
@@ -340,6 +262,37 @@ int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t 
     write_line(status_fd, "create 125");
     return 1;
   }
+  // Both sockets exist before the container: the Gofer resolves the keeper's at its start.
+  int keeper_listener = -1;
+  int broker = -1;
+  int token_input = -1;
+  if (!control_socket.empty()) {
+    keeper_listener = listen_unix(control_socket, 64);
+    // The Gofer connects for the keeper as the control directory's owner, and only it may.
+    struct stat directory {};
+    const auto slash = control_socket.rfind('/');
+    if (keeper_listener >= 0 &&
+        (::stat(control_socket.substr(0, slash).c_str(), &directory) != 0 ||
+         ::chown(control_socket.c_str(), directory.st_uid, directory.st_gid) != 0 ||
+         ::chmod(control_socket.c_str(), 0600) != 0)) {
+      ::close(keeper_listener);
+      keeper_listener = -1;
+    }
+    broker = keeper_listener >= 0 ? listen_unix(broker_socket, 64) : -1;
+    token_input = broker >= 0 ? token_pipe(token_file) : -1;
+    if (token_input < 0) {
+      std::fprintf(stderr, "airlock-gvisor-guest: listening on %s: %s\n",
+                   keeper_listener < 0 ? control_socket.c_str() : broker_socket.c_str(),
+                   std::strerror(errno));
+      write_line(status_fd, "create 125");
+      return 1;
+    }
+  }
+  sigset_t child_only;
+  sigemptyset(&child_only);
+  sigaddset(&child_only, SIGCHLD);
+  sigset_t previous;
+  ::sigprocmask(SIG_BLOCK, &child_only, &previous);
   const pid_t runsc = ::fork();
   if (runsc < 0) {
     write_line(status_fd, "create 125");
@@ -348,12 +301,15 @@ int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t 
   if (runsc == 0) {
     // runsc gets stdio only: the status descriptor and the image pin stay with the shepherd.
     for (int fd = 3; fd < 1024; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    if (token_input >= 0) ::dup2(token_input, 0);
     std::vector<char*> arguments;
     for (const auto& argument : argv) arguments.push_back(const_cast<char*>(argument.c_str()));
     arguments.push_back(nullptr);
     ::execv(arguments[0], arguments.data());
     ::_exit(126);
   }
+  if (token_input >= 0) ::close(token_input);
   int status = 0;
   while (::waitpid(runsc, &status, 0) < 0 && errno == EINTR) {
   }
@@ -364,10 +320,36 @@ int shepherd(int status_fd, const std::string& storage_directory, std::uint64_t 
   ::close(1);
   ::close(2);
   // Reap the sandbox and gofer the moment they die; leave when there is nothing left to reap.
+  // Meanwhile every host process that connects to the broker gets the keeper socket's listening
+  // descriptor and keeps its connection: our exit hangs them all up, which tells them the
+  // sandbox is gone.
+  const int children = ::signalfd(-1, &child_only, SFD_CLOEXEC | SFD_NONBLOCK);
+  std::vector<int> clients;
   for (;;) {
-    if (::waitpid(-1, nullptr, 0) < 0) {
-      if (errno == EINTR) continue;
-      break;
+    pid_t reaped;
+    while ((reaped = ::waitpid(-1, nullptr, WNOHANG)) > 0) {
+    }
+    if (reaped < 0 && errno == ECHILD) break;
+    std::vector<pollfd> watch = {{children, POLLIN, 0}, {broker, POLLIN, 0}};
+    for (const int client : clients) watch.push_back({client, POLLIN, 0});
+    if (::poll(watch.data(), watch.size(), children < 0 ? 100 : 60'000) < 0) continue;
+    if ((watch[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info;
+      while (::read(children, &info, sizeof info) > 0) {
+      }
+    }
+    if ((watch[1].revents & POLLIN) != 0) {
+      const int client = ::accept4(broker, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client >= 0) {
+        send_listener(client, keeper_listener);
+        clients.push_back(client);
+      }
+    }
+    for (std::size_t i = 2; i < watch.size(); ++i) {
+      if (watch[i].revents == 0) continue;
+      // A client says nothing: readable means it hung up (or broke the rule), so it goes.
+      ::close(watch[i].fd);
+      clients.erase(std::find(clients.begin(), clients.end(), watch[i].fd));
     }
   }
   return 0;
