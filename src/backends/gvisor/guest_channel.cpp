@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "airlock/errors.hpp"
-#include "backends/gvisor/channel_frames.hpp"
+#include "backends/kit/guest/channel_frames.hpp"
 #include "backends/gvisor/unix_path.hpp"
 
 namespace airlock::gvisor_backend {

@@ -15,18 +15,20 @@
 #include <stop_token>
 #include <string>
 
+#include "backends/kit/guest_exec.hpp"
 #include "base/unique_fd.hpp"
 
 namespace airlock::gvisor_backend {
 
-class GuestChannel {
+class GuestChannel final : public backend_kit::CommandChannel {
  public:
   GuestChannel(std::filesystem::path broker_socket, std::filesystem::path token_file);
 
   // A keeper connection whose token was checked, ready for one request. An empty descriptor
   // when `deadline` passed or `stop` was requested first. Throws BackendError once the sandbox
   // is gone (the shepherd hung up, or was never there).
-  base::UniqueFd take(std::chrono::steady_clock::time_point deadline, std::stop_token stop);
+  base::UniqueFd take(std::chrono::steady_clock::time_point deadline,
+                      std::stop_token stop) override;
 
  private:
   void attach_locked();

@@ -23,6 +23,8 @@
 //             the socket's listening descriptor to host processes (guest_channel.hpp).
 #pragma once
 
+#include "backends/kit/guest/file_protocol.hpp"
+
 namespace airlock::gvisor_guest {
 
 // Where the helper directory is mounted inside every container, and the helper's name in it.
@@ -32,32 +34,10 @@ inline constexpr const char* kGuestHelperPath = "/.airlock/airlock-gvisor-guest"
 
 // The keeper's name (/proc/1/comm) once it has made the work dir. The keeper serves commands
 // only after that, so a command never races the mkdir; its wait for the name stays as a guard.
-inline constexpr const char* kKeeperReadyName = "airlock-ready";
+inline constexpr const char* kKeeperReadyName = guest_kit::kGuestReadyName;
 
-// Exit codes of the file-plane subcommands; the reason is one line on stderr.
-enum FileExit : int {
-  kFileOk = 0,
-  kFileLink = 10,          // a link where none may be (a parent, a listed dir, a write's target)
-  kFileNotDirectory = 11,  // a non-directory parent that is not a link
-  kFileNotFound = 12,
-  kFileIsDirectory = 13,
-  kFileNotRegular = 14,  // read of a link, FIFO, device, socket
-  kFileTooLarge = 15,    // read: over max_bytes (nothing was sent)
-  kFileSystem = 16,      // another errno: "errno <n> <what>" on stderr
-  kFileUsage = 17,
-  kFileNeedsRecursive = 18,  // remove of a directory without recursive
-  kFileShortInput = 19,      // write: stdin ended before the announced size
-};
-
-// Status lines (the channel's kStatus frame) of a command, not of the file plane's subcommands:
-//   "exit <code>\n"       the command exited
-//   "signal <n>\n"        the command was ended by signal n
-//   "killed <count>\n"    the host asked; every process of the tree is gone (count were killed)
-//   "error <errno> <what>\n"  the command could not be started (chdir, exec, seccomp, fork)
-// The kDone frame's code agrees: the command's, 128+n for a signal, 137 after killed, 127 on
-// error.
-
-// `list` writes one record per entry: "<kind> <size or -> <name>\0" with kind one of
-// file, directory, symlink, other.
+// The file plane's exit codes, the command status lines and the list record format are the
+// kit's (backends/kit/guest/file_protocol.hpp), shared with every agent that serves the channel.
+using namespace guest_kit;
 
 }  // namespace airlock::gvisor_guest

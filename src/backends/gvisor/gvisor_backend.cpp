@@ -17,7 +17,7 @@
 #include "airlock/paths.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/gvisor/bundle.hpp"
-#include "backends/gvisor/channel_frames.hpp"
+#include "backends/kit/guest/channel_frames.hpp"
 #include "backends/gvisor/cleanup.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
 #include "backends/kit/contained.hpp"

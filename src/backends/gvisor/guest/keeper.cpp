@@ -18,12 +18,12 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/gvisor/channel_frames.hpp"
 #include "backends/gvisor/guest/run.hpp"
-#include "backends/gvisor/guest/serve.hpp"
-#include "backends/gvisor/guest/walk.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
 #include "backends/gvisor/unix_path.hpp"
+#include "backends/kit/guest/channel_frames.hpp"
+#include "backends/kit/guest/serve.hpp"
+#include "backends/kit/guest/walk.hpp"
 
 namespace airlock::gvisor_guest {
 namespace {

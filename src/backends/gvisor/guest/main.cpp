@@ -7,18 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "backends/gvisor/guest/file_ops.hpp"
 #include "backends/gvisor/guest/run.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/guest/file_commands.hpp"
 
 namespace {
 
 using namespace airlock::gvisor_guest;
-
-int finish(const Failure& failure) {
-  if (failure.code != kFileOk) std::fprintf(stderr, "%s\n", failure.message.c_str());
-  return failure.code;
-}
 
 bool parse_count(const char* text, std::uint64_t& value) {
   char* end = nullptr;
@@ -48,22 +43,11 @@ int usage() {
 static int dispatch(const std::vector<std::string>& args) {
   if (args.empty()) return usage();
   const std::string& verb = args[0];
-  std::uint64_t number = 0;
   if (verb == "probe") {
     std::puts("airlock-gvisor-guest ok");
     return 0;
   }
-  if (verb == "stat" && args.size() == 2) return finish(stat_path(args[1]));
-  if (verb == "list" && args.size() == 2) return finish(list_path(args[1]));
-  if (verb == "read" && args.size() == 3 && parse_count(args[2].c_str(), number)) {
-    return finish(read_path(args[1], number));
-  }
-  if (verb == "write" && args.size() == 3 && parse_count(args[2].c_str(), number)) {
-    return finish(write_path(args[1], number));
-  }
-  if (verb == "remove" && args.size() == 3 && (args[2] == "0" || args[2] == "1")) {
-    return finish(remove_path(args[1], args[2] == "1"));
-  }
+  if (const auto code = airlock::guest_kit::run_file_command(args)) return *code;
   if (verb == "shepherd" || verb == "keeper") {
     std::string workdir;
     std::string bridge_socket;

@@ -1,9 +1,7 @@
-// The pieces of a command's life in the guest (its handler, serve.cpp, uses them), `keeper`, the
-// PID 1 that reaps what commands leave behind, and `shepherd`, the host-side subreaper of a
-// container's runsc processes.
+// `keeper`, the PID 1 that reaps what commands leave behind, and `shepherd`, the host-side
+// subreaper of a container's runsc processes.
 #pragma once
 
-#include <linux/filter.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -11,25 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/kit/guest/process_tree.hpp"
+
 namespace airlock::gvisor_guest {
 
-// Every process whose parent chain reaches `root`, from the guest's /proc.
-std::set<pid_t> descendants_of(pid_t root);
-
-// Kills the process group of `leader` and every descendant of the caller (a child subreaper,
-// so a command's orphans are among them) until none is left, reaping them. Returns how many
-// distinct processes were signalled, or -1 when some were still there after about 5 s.
-long kill_tree(pid_t leader);
-
-// gVisor 20240729 creates a character or block device for a caller without CAP_MKNOD, so every
-// command carries a filter refusing mknod(at) of S_IFCHR and S_IFBLK with EPERM (and every
-// system call of another architecture or ABI). Built before a vfork, applied in its child.
-std::vector<sock_filter> device_node_filter();
-bool apply_filter(std::vector<sock_filter>& program);
-
-// chdir, except that a missing directory is waited for (up to 3 s) while the keeper has not yet
-// said it made the work dir.
-bool enter_directory(const char* directory);  // system calls only: safe in a vfork child
+// descendants_of, kill_tree, the device filter and enter_directory are the kit's
+// (backends/kit/guest/process_tree.hpp).
+using namespace guest_kit;
 
 // PID 1: makes `workdir` (when not empty), optionally bridges 127.0.0.1:`bridge_port` to the
 // unix socket at `bridge_socket`, keeps connections to the host's `control_socket` open for

@@ -9,7 +9,7 @@
 
 #include "base/unique_fd.hpp"
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 
 // Why an operation stopped: an exit code from guest_protocol.hpp and a line for stderr.
 struct Failure {
@@ -35,4 +35,4 @@ base::UniqueFd open_directory(const std::vector<std::string>& components, std::s
 // A failure for errno `error` while doing `what` on `path`.
 Failure system_failure(int error, const std::string& what, const std::string& path);
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit

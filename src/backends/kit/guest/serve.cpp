@@ -1,4 +1,4 @@
-#include "backends/gvisor/guest/serve.hpp"
+#include "backends/kit/guest/serve.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,11 +13,11 @@
 #include <cstring>
 #include <string>
 
-#include "backends/gvisor/channel_frames.hpp"
-#include "backends/gvisor/guest/run.hpp"
-#include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/guest/channel_frames.hpp"
+#include "backends/kit/guest/file_protocol.hpp"
+#include "backends/kit/guest/process_tree.hpp"
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 namespace {
 
 struct PipeEnds {
@@ -107,9 +107,11 @@ void serve_command(int connection, int claimed) {
   ChannelRequest request;
   FrameReader reader;
   const bool asked = read_request(connection, reader, request);
-  // No longer idle, whichever way: the keeper makes another handler.
-  (void)!::write(claimed, "c", 1);
-  ::close(claimed);
+  // No longer idle, whichever way: the agent makes another handler.
+  if (claimed >= 0) {
+    (void)!::write(claimed, "c", 1);
+    ::close(claimed);
+  }
   if (!asked) ::_exit(1);
 
   for (const auto& entry : request.environment) {
@@ -317,4 +319,4 @@ void serve_command(int connection, int claimed) {
   ::_exit(0);
 }
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit

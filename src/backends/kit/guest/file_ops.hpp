@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "backends/gvisor/guest/walk.hpp"
+#include "backends/kit/guest/walk.hpp"
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 
 // Prints "absent", "file <size>", "directory", "symlink" or "other" (lstat semantics). A missing
 // parent is "absent"; a link or file standing as a parent is a failure.
@@ -34,4 +34,4 @@ Failure list_path(const std::string& path);
 // directory needs `recursive`, and its tree is removed with every link unlinked, not followed.
 Failure remove_path(const std::string& path, bool recursive);
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit

@@ -1,6 +1,6 @@
-// One command in a running container, over the sandbox's command channel (guest_channel.hpp):
-// the keeper starts the guest helper's `run` for it (or, for the file plane, the helper's
-// subcommand itself), and the connection carries its stdin, stdout and stderr as separate
+// One command in a running guest, over the sandbox's command channel (guest/channel_frames.hpp):
+// the guest's agent starts it as a session leader (or, for the file plane, the helper's
+// subcommand as it is), and the connection carries its stdin, stdout and stderr as separate
 // streams, its status, and our requests to signal its process group or kill its whole tree.
 // Used by exec, run_code and every file-plane operation.
 #pragma once
@@ -16,12 +16,22 @@
 
 #include "airlock/records.hpp"
 #include "airlock/sandbox.hpp"
-#include "backends/gvisor/guest_channel.hpp"
+#include "base/unique_fd.hpp"
 
-namespace airlock::gvisor_backend {
+namespace airlock::backend_kit {
+
+// Where a command's connection comes from: a backend's transport to the agent in its guest.
+class CommandChannel {
+ public:
+  virtual ~CommandChannel() = default;
+  // A connection ready for one request. An empty descriptor when `deadline` passed or `stop`
+  // was requested first. Throws BackendError once the sandbox is gone.
+  virtual base::UniqueFd take(std::chrono::steady_clock::time_point deadline,
+                              std::stop_token stop) = 0;
+};
 
 struct GuestCommand {
-  std::vector<std::string> argv;  // run inside the container
+  std::vector<std::string> argv;  // run inside the guest
   std::string working_directory;  // empty: "/"
   std::vector<std::pair<std::string, std::string>> environment;
   std::string stdin_bytes;
@@ -45,7 +55,7 @@ struct GuestCommand {
 //   Timeout (message "cancelled" for a stop request) with kill_confirmed — the deadline passed;
 //   ExecOutputLimitExceeded — the ceiling was passed and `truncate` is false;
 //   NotFound — the working directory does not exist in the guest;
-//   BackendError — the container is gone (before or while the command ran).
-ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command);
+//   BackendError — the sandbox is gone (before or while the command ran).
+ExecResult run_in_guest(CommandChannel& channel, const GuestCommand& command);
 
-}  // namespace airlock::gvisor_backend
+}  // namespace airlock::backend_kit

@@ -1,4 +1,4 @@
-#include "backends/gvisor/guest/file_ops.hpp"
+#include "backends/kit/guest/file_ops.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -13,9 +13,9 @@
 #include <ctime>
 #include <vector>
 
-#include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/guest/file_protocol.hpp"
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 namespace {
 
 constexpr std::size_t kBuffer = 64 * 1024;
@@ -315,4 +315,4 @@ Failure remove_path(const std::string& path, bool recursive) {
   return remove_tree(located.parent.get(), located.name, path);
 }
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit

@@ -1,4 +1,4 @@
-#include "backends/gvisor/guest/walk.hpp"
+#include "backends/kit/guest/walk.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/guest/file_protocol.hpp"
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 
 Failure system_failure(int error, const std::string& what, const std::string& path) {
   return {kFileSystem,
@@ -93,4 +93,4 @@ base::UniqueFd open_directory(const std::vector<std::string>& components, std::s
   return current;
 }
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit

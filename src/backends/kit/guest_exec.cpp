@@ -1,4 +1,4 @@
-#include "backends/gvisor/guest_exec.hpp"
+#include "backends/kit/guest_exec.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -9,11 +9,11 @@
 #include <cerrno>
 
 #include "airlock/errors.hpp"
-#include "backends/gvisor/channel_frames.hpp"
-#include "backends/gvisor/guest_protocol.hpp"
+#include "backends/kit/guest/channel_frames.hpp"
+#include "backends/kit/guest/file_protocol.hpp"
 #include "base/syscall_error.hpp"
 
-namespace airlock::gvisor_backend {
+namespace airlock::backend_kit {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -49,19 +49,19 @@ bool parse_count(const std::string& text, std::uint64_t& value) {
 
 }  // namespace
 
-ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
+ExecResult run_in_guest(CommandChannel& channel, const GuestCommand& command) {
   if (command.argv.empty()) throw InvalidArgument("exec: an empty command", "command");
   base::UniqueFd connection = channel.take(command.deadline, command.stop);
   if (!connection) {
     // Nothing was started: there is nothing to kill.
     throw Timeout(command.stop.stop_requested()
                       ? "cancelled"
-                      : "the command did not start within its timeout: the sandbox's keeper "
+                      : "the command did not start within its timeout: the sandbox's agent "
                         "took no command",
                   true);
   }
 
-  gvisor_guest::ChannelRequest request;
+  guest_kit::ChannelRequest request;
   request.direct = command.direct;
   request.feed_stdin = command.feed_stdin || command.stdin_fd >= 0;
   request.cwd = command.working_directory;
@@ -69,11 +69,11 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
   for (const auto& [name, value] : command.environment) {
     request.environment.push_back(name + "=" + value);
   }
-  const std::string encoded = gvisor_guest::encode_request(request);
-  if (encoded.size() > gvisor_guest::kMaxFramePayload) {
+  const std::string encoded = guest_kit::encode_request(request);
+  if (encoded.size() > guest_kit::kMaxFramePayload) {
     throw InvalidArgument("exec: the command line and environment exceed 1 MiB", "command");
   }
-  std::string outgoing = gvisor_guest::frame(gvisor_guest::kRequest, encoded);
+  std::string outgoing = guest_kit::frame(guest_kit::kRequest, encoded);
 
   // What the command's stdin has still to take: the bytes, then what the caller's descriptor
   // gives until its end of file. At most kStdinWindow bytes are in flight, unacknowledged.
@@ -100,13 +100,13 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
   std::optional<int> done_code;
   std::optional<Clock::time_point> drain_until;
   Clock::time_point kill_deadline{};
-  gvisor_guest::FrameReader reader;
+  guest_kit::FrameReader reader;
 
   auto request_kill = [&] {
     if (killing) return;
     killing = true;
     kill_deadline = Clock::now() + kKillGrace;
-    outgoing += gvisor_guest::frame(gvisor_guest::kKill, {});
+    outgoing += guest_kit::frame(guest_kit::kKill, {});
   };
   auto deliver_output = [&](int index, std::string_view chunk) {
     std::string& text = index == 0 ? result.stdout_bytes : result.stderr_bytes;
@@ -154,21 +154,21 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
       request_kill();
     }
     // Stdin under the window, then its end once nothing more will come.
-    while (stdin_open && !stdin_pending.empty() && in_flight < gvisor_guest::kStdinWindow) {
+    while (stdin_open && !stdin_pending.empty() && in_flight < guest_kit::kStdinWindow) {
       const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(
-          {stdin_pending.size(), gvisor_guest::kStdinWindow - in_flight, 64u << 10}));
-      outgoing += gvisor_guest::frame(gvisor_guest::kStdin,
-                                      std::string_view(stdin_pending).substr(0, take));
+          {stdin_pending.size(), guest_kit::kStdinWindow - in_flight, 64u << 10}));
+      outgoing +=
+          guest_kit::frame(guest_kit::kStdin, std::string_view(stdin_pending).substr(0, take));
       stdin_pending.erase(0, take);
       in_flight += take;
     }
     if (stdin_open && stdin_pending.empty() && !caller_stdin_open) {
-      outgoing += gvisor_guest::frame(gvisor_guest::kStdinEnd, {});
+      outgoing += guest_kit::frame(guest_kit::kStdinEnd, {});
       stdin_open = false;
     }
 
     const bool forwarding = stdin_open && caller_stdin_open && stdin_pending.empty() &&
-                            in_flight < gvisor_guest::kStdinWindow;
+                            in_flight < guest_kit::kStdinWindow;
     pollfd fds[4] = {
         {connection.get(), static_cast<short>(POLLIN | (outgoing.empty() ? 0 : POLLOUT)), 0},
         {wake.get(), POLLIN, 0},
@@ -184,8 +184,7 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
     if (fds[3].revents != 0) {
       for (const int number : command.control->take().signals) {
         if (!forwardable_signal(number) || command.direct) continue;
-        outgoing +=
-            gvisor_guest::frame(gvisor_guest::kSignal, std::string(1, static_cast<char>(number)));
+        outgoing += guest_kit::frame(guest_kit::kSignal, std::string(1, static_cast<char>(number)));
       }
     }
     if (forwarding && fds[2].revents != 0) {
@@ -213,13 +212,13 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
     std::string payload;
     while (reader.next(type, payload)) {
       std::uint64_t count = 0;
-      if (type == gvisor_guest::kStdout || type == gvisor_guest::kStderr) {
-        deliver_output(type == gvisor_guest::kStdout ? 0 : 1, payload);
-      } else if (type == gvisor_guest::kStdinTaken && parse_count(payload, count)) {
+      if (type == guest_kit::kStdout || type == guest_kit::kStderr) {
+        deliver_output(type == guest_kit::kStdout ? 0 : 1, payload);
+      } else if (type == guest_kit::kStdinTaken && parse_count(payload, count)) {
         in_flight -= std::min(in_flight, count);
-      } else if (type == gvisor_guest::kStatus && status_text.empty()) {
+      } else if (type == guest_kit::kStatus && status_text.empty()) {
         status_text = payload.substr(0, 4096);
-      } else if (type == gvisor_guest::kDone && parse_count(payload, count) && count < 256 &&
+      } else if (type == guest_kit::kDone && parse_count(payload, count) && count < 256 &&
                  !done_code) {
         done_code = static_cast<int>(count);
       } else {
@@ -260,8 +259,8 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
   }
   if (!done_code) {
     // The connection ended before the command did: the sandbox died under it.
-    throw BackendError("the sandbox's container is gone or could not run the command",
-                       "the keeper's connection closed before the command ended");
+    throw BackendError("the sandbox is gone or could not run the command",
+                       "the agent's connection closed before the command ended");
   }
   if (command.direct) {
     result.exit_code = client_exit;
@@ -291,4 +290,4 @@ ExecResult run_in_guest(GuestChannel& channel, const GuestCommand& command) {
   return result;
 }
 
-}  // namespace airlock::gvisor_backend
+}  // namespace airlock::backend_kit

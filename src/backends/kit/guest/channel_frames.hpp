@@ -1,4 +1,7 @@
-// The frames of the command channel between the host and the keeper (see guest_protocol.hpp).
+// The frames of a command channel: between a host and the agent inside a guest that starts its
+// commands (the gvisor keeper, the microvm's init). The transport is the backend's (a unix
+// socket for gvisor, a stream of the virtio-serial multiplexer for microvm); what travels on it
+// is the same.
 //
 // One connection carries one command. Every frame is a type byte, a 32-bit little-endian payload
 // length and the payload. Both ends treat the other as untrusted: a length over kMaxFramePayload
@@ -11,12 +14,12 @@
 //     kSignal    one byte, a signal for the command's process group (forwardable signals only)
 //     kKill      kill the command's whole tree
 //   guest → host
-//     kToken     first and once, before the host says anything: the sandbox's token
+//     kToken     (gvisor) first and once, before the host says anything: the sandbox's token
 //     kStdout, kStderr   the command's output
 //     kStdinTaken        decimal count of stdin bytes the command has taken (flow control: the
 //                        host keeps at most kStdinWindow bytes unacknowledged)
-//     kStatus    the `run` status line (guest_protocol.hpp), as the wrapper wrote it
-//     kDone      decimal exit code of what the keeper started (128+n for a signal), once reaped
+//     kStatus    the command's status line (file_protocol.hpp), as the wrapper wrote it
+//     kDone      decimal exit code of what the agent started (128+n for a signal), once reaped
 #pragma once
 
 #include <unistd.h>
@@ -29,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-namespace airlock::gvisor_guest {
+namespace airlock::guest_kit {
 
 enum FrameType : char {
   kRequest = 'R',
@@ -98,13 +101,13 @@ class FrameReader {
   bool failed_ = false;
 };
 
-// What the host asks the keeper to start.
+// What the host asks the agent to start.
 struct ChannelRequest {
   bool direct = false;  // the argv itself (file plane), not under `run`
   bool feed_stdin = false;
   std::string cwd;
   std::vector<std::string> argv;
-  std::vector<std::string> environment;  // NAME=VALUE, over the container's own
+  std::vector<std::string> environment;  // NAME=VALUE, over the guest's own
 };
 
 // Fields separated by NUL: "run"|"direct", "0"|"1", cwd, argc, argv…, envc, env… . No field can
@@ -178,4 +181,4 @@ inline bool write_all(int fd, std::string_view data) {
   return true;
 }
 
-}  // namespace airlock::gvisor_guest
+}  // namespace airlock::guest_kit
