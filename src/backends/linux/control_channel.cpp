@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <linux/magic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -57,10 +57,15 @@ void set_nonblocking(int fd) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+// A signal the host forwards just as the command ends can still sit unread in the init's queue
+// when the init closes the connection after its answer; the kernel then reports ECONNRESET once,
+// ahead of the answer already queued here. The error is cleared by being reported, so one more
+// receive takes the answer.
 protocol::Reply receive_reply(int socket) {
   std::string bytes;
   std::vector<base::UniqueFd> fds;
-  const long received = protocol::receive_message(socket, bytes, fds);
+  long received = protocol::receive_message(socket, bytes, fds);
+  if (received == -ECONNRESET) received = protocol::receive_message(socket, bytes, fds);
   protocol::Reply reply;
   if (received <= 0 || !protocol::decode_reply(bytes, reply)) {
     throw BackendError("the sandbox's init stopped answering",
@@ -134,9 +139,9 @@ void open_terminal(CommandPipes& pipes, int root, WindowSize size) {
   const auto refuse = [](const auto& detail) {
     return BackendError("the command's terminal could not be made", detail);
   };
-  base::Opened opened = base::openat2(root, "dev/pts/ptmx", O_RDWR | O_NOCTTY,
-                                      RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS |
-                                          RESOLVE_NO_MAGICLINKS);
+  base::Opened opened =
+      base::openat2(root, "dev/pts/ptmx", O_RDWR | O_NOCTTY,
+                    RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
   if (!opened) throw refuse(base::SyscallError(opened.error, "openat2", "/dev/pts/ptmx"));
   base::UniqueFd master = std::move(opened.fd);
   struct statfs filesystem {};

@@ -189,15 +189,35 @@ TEST_F(StreamsTest, ASignalReachesTheWholeProcessGroupAndAHandlerSeesIt) {
   ExecOptions controlled = options();
   controlled.control = control;
   std::string out;
+  bool sent = false;
   controlled.on_output = [&](OutputStream, std::string_view bytes) {
     out += bytes;
-    if (out.find("ready") != std::string::npos) control->signal(SIGUSR1);
+    if (!sent && out.find("ready") != std::string::npos) {
+      sent = true;
+      control->signal(SIGUSR1);
+    }
   };
   const ExecResult result = sandbox_->exec(
       Command::shell("trap 'echo got-usr1; exit 9' USR1; echo ready; while :; do sleep 0.1; done"),
       controlled);
   EXPECT_EQ(result.exit_code, 9);
   EXPECT_NE(out.find("got-usr1"), std::string::npos) << out;
+}
+
+// Signals forwarded while the command is ending are still unread when the init answers and hangs
+// up; the answer must reach the caller all the same, not turn into "the init stopped answering".
+TEST_F(StreamsTest, SignalsRacingTheEndOfACommandDoNotLoseItsAnswer) {
+  for (int round = 0; round < 20; ++round) {
+    auto control = std::make_shared<ExecControl>();
+    ExecOptions controlled = options();
+    controlled.control = control;
+    controlled.on_output = [&](OutputStream, std::string_view) {
+      for (int i = 0; i < 8; ++i) control->signal(SIGUSR1);
+    };
+    const ExecResult result =
+        sandbox_->exec(Command::shell("trap '' USR1; echo ready; exit 3"), controlled);
+    ASSERT_EQ(result.exit_code, 3) << "round " << round;
+  }
 }
 
 TEST_F(StreamsTest, ATerminalIsATtyOfTheSizeAsked) {
