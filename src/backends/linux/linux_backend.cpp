@@ -789,7 +789,7 @@ PoolMember LinuxBackend::build_pool_member(const PoolShape& shape) {
     throw;
   }
   init_end.reset();
-  member.memory_bytes = memory_usage(member.record.cgroups).value_or(0);
+  member.memory_bytes = backend_kit::memory_usage(member.record.cgroups).value_or(0);
   return member;
 }
 
@@ -897,7 +897,9 @@ void LinuxBackend::destroy_locked(const std::string& id,
         };
         ::poll(&exited, 1, static_cast<int>(std::chrono::milliseconds(kKillPatience).count()));
       }
-      if (!record->cgroups.empty()) destroy_cgroups(record->cgroups, kKillPatience);
+      if (!record->cgroups.empty()) {
+        backend_kit::destroy_cgroups(record->cgroups, kKillPatience);
+      }
     }
     stop_egress(id);
     remove_state_directory(store_, id);

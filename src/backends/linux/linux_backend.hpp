@@ -15,7 +15,7 @@
 #include "airlock/backends/linux.hpp"
 #include "backends/kit/egress_listeners.hpp"
 #include "backends/kit/identity_cache.hpp"
-#include "backends/linux/cgroups.hpp"
+#include "backends/kit/cgroups.hpp"
 #include "backends/linux/image_source.hpp"
 #include "backends/linux/linux_sandbox.hpp"
 #include "backends/linux/standby.hpp"

@@ -195,7 +195,9 @@ void StandbyMonitor::discard() noexcept {
     pid_ = -1;
   }
   if (claimed_ || store_ == nullptr) return;  // the cgroups belong to a sandbox now
-  if (!cgroups_.directories.empty()) destroy_cgroups(cgroups_.directories, std::chrono::seconds(5));
+  if (!cgroups_.directories.empty()) {
+    backend_kit::destroy_cgroups(cgroups_.directories, std::chrono::seconds(5));
+  }
   forget_record();
 }
 
@@ -222,7 +224,8 @@ void reclaim(const std::filesystem::path& path, const json::Json& value) {
       struct pollfd exited {process.get(), POLLIN, 0};
       ::poll(&exited, 1, 5000);
     }
-    destroy_cgroups(value.at("cgroups").get<std::vector<std::string>>(), std::chrono::seconds(5));
+    backend_kit::destroy_cgroups(value.at("cgroups").get<std::vector<std::string>>(),
+                                 std::chrono::seconds(5));
   } catch (...) {
   }
   std::error_code error;

@@ -18,12 +18,16 @@
 #include <vector>
 
 #include "airlock/records.hpp"
-#include "backends/linux/cgroups.hpp"
+#include "backends/kit/cgroups.hpp"
 #include "backends/linux/launcher.hpp"
 #include "backends/linux/state_store.hpp"
 #include "base/unique_fd.hpp"
 
 namespace airlock::linux_backend {
+
+// The cgroup layer is the kit's, shared with the microvm backend.
+using backend_kit::CgroupLayout;
+using backend_kit::InstanceCgroups;
 
 class StandbyMonitor {
  public:

@@ -12,7 +12,7 @@
 #include <optional>
 #include <sstream>
 
-#include "backends/linux/cgroups.hpp"
+#include "backends/kit/cgroups.hpp"
 #include "backends/linux/state_store.hpp"
 #include "linux/fixture.hpp"
 
@@ -115,7 +115,7 @@ TEST(UnprivilegedTest, AnUnprivilegedHostGetsTheSameBoundaryOrNoSandbox) {
 
   // With a memory and a pids cgroup delegated to it, as an operator would: the same boundary as
   // root's, limits enforced.
-  const CgroupLayout layout = CgroupLayout::detect();
+  const backend_kit::CgroupLayout layout = backend_kit::CgroupLayout::detect();
   if (!layout.memory_v1 || !layout.pids_v1) {
     GTEST_SKIP() << "SKIPPED: the second half needs cgroup v1 memory and pids hierarchies to "
                     "delegate (this host has none)";

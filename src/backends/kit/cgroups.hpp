@@ -2,39 +2,45 @@
 // are mounted, cgroup v2 where the unified hierarchy carries them, and — either way — a v2
 // directory delegated to the sandbox's init for per-command leaves when one can be made.
 //
-// Everything lives in a subtree of our own, `<hierarchy>/airlock/<instance id>`: nothing outside
-// it is created, limited, moved or removed.
+// Everything lives in a subtree of our own, `<hierarchy>/<subtree>/<instance id>` (the subtree
+// is the backend's: `airlock` for linux, `airlock-microvm` for microvm): nothing outside it is
+// created, limited, moved or removed. Shared by the backends that make cgroups themselves.
 #pragma once
+
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "airlock/records.hpp"
 
-namespace airlock::linux_backend {
+namespace airlock::backend_kit {
+
+inline constexpr const char* kDefaultCgroupSubtree = "airlock";
 
 struct CgroupLayout {
   std::optional<std::string> memory_v1;  // mount points of v1 hierarchies carrying the controller
   std::optional<std::string> pids_v1;
   std::optional<std::string> cpu_v1;
-  std::optional<std::string> unified;    // the cgroup2 mount point, if any
-  bool unified_memory = false;           // controllers available in cgroup2
+  std::optional<std::string> unified;  // the cgroup2 mount point, if any
+  bool unified_memory = false;         // controllers available in cgroup2
   bool unified_pids = false;
   bool unified_cpu = false;
-  // Where instance cgroups are made in each hierarchy: <mount>/airlock by default, or a
+  // Where instance cgroups are made in each hierarchy: <mount>/<subtree> by default, or a
   // directory delegated to this user (see detect).
   std::string memory_parent, pids_parent, cpu_parent, unified_parent;
+  std::string subtree = kDefaultCgroupSubtree;
 
   // From /proc/self/mountinfo and cgroup.controllers. With `delegated` (absolute cgroup
   // directories, one per hierarchy, that this user may create cgroups in), instance cgroups are
   // made directly in those, and a hierarchy none of them is in is not used at all. Throws
   // InvalidArgument naming a directory that is in no cgroup hierarchy, not a directory, or not
   // this user's to create cgroups in.
-  static CgroupLayout detect(const std::vector<std::string>& delegated = {});
+  static CgroupLayout detect(const std::vector<std::string>& delegated = {},
+                             const std::string& subtree = kDefaultCgroupSubtree);
 
   std::string parent_for(const std::string& mount_point) const;
   bool can_limit_memory() const { return memory_v1 || unified_memory; }
@@ -80,4 +86,4 @@ bool destroy_cgroups(const std::vector<std::string>& directories,
 // has one.
 std::optional<std::uint64_t> memory_usage(const std::vector<std::string>& directories);
 
-}  // namespace airlock::linux_backend
+}  // namespace airlock::backend_kit

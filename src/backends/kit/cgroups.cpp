@@ -1,10 +1,11 @@
-#include "backends/linux/cgroups.hpp"
+#include "backends/kit/cgroups.hpp"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,14 +14,19 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
-#include "backends/linux/syscalls.hpp"
 #include "base/syscall_error.hpp"
 #include "base/unique_fd.hpp"
 
-namespace airlock::linux_backend {
+namespace airlock::backend_kit {
 namespace {
 
-constexpr const char* kSubtree = "airlock";
+int pidfd_open(pid_t pid) noexcept {
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+}
+
+int pidfd_send_signal(int pidfd, int signal) noexcept {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
+}
 
 std::string read_small_file(const std::string& path) {
   std::ifstream file(path);
@@ -78,7 +84,7 @@ std::vector<pid_t> members(const std::string& directory) {
 // SIGKILL a member, through a pidfd taken *before* checking it still belongs here, so a pid
 // reused by an unrelated process in between is never signalled.
 void kill_member(pid_t pid, const std::string& directory) {
-  base::UniqueFd process(sys::pidfd_open(pid));
+  base::UniqueFd process(pidfd_open(pid));
   if (!process) return;
   const std::string cgroups = read_small_file("/proc/" + std::to_string(pid) + "/cgroup");
   // The directory's path within its hierarchy, as /proc/<pid>/cgroup spells it: everything
@@ -104,7 +110,7 @@ void kill_member(pid_t pid, const std::string& directory) {
       cgroups.find(":" + relative + "/") == std::string::npos) {
     return;
   }
-  sys::pidfd_send_signal(process.get(), SIGKILL);
+  pidfd_send_signal(process.get(), SIGKILL);
 }
 
 bool populated(const std::string& directory) {
@@ -116,12 +122,15 @@ bool populated(const std::string& directory) {
 
 }  // namespace
 
-CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
+CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated,
+                                  const std::string& subtree) {
   CgroupLayout layout;
+  layout.subtree = subtree;
   std::ifstream mountinfo("/proc/self/mountinfo");
   std::string line;
   while (std::getline(mountinfo, line)) {
-    // <id> <parent> <major:minor> <root> <mount point> <options> [optional…] - <type> <source> <super options>
+    // <id> <parent> <major:minor> <root> <mount point> <options> [optional…] - <type> <source>
+    // <super options>
     const auto separator = line.find(" - ");
     if (separator == std::string::npos) continue;
     std::istringstream head(line.substr(0, separator));
@@ -141,8 +150,8 @@ CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
       if (has_word(spaced, "cpu") && !layout.cpu_v1) layout.cpu_v1 = mount_point;
     }
   }
-  auto default_parent = [](const std::optional<std::string>& mount) {
-    return mount ? *mount + "/" + kSubtree : std::string();
+  auto default_parent = [&subtree](const std::optional<std::string>& mount) {
+    return mount ? *mount + "/" + subtree : std::string();
   };
   layout.memory_parent = default_parent(layout.memory_v1);
   layout.pids_parent = default_parent(layout.pids_v1);
@@ -162,8 +171,10 @@ CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
                               "delegated_cgroups");
       }
       if (info.st_uid != ::geteuid() && ::geteuid() != 0) {
-        throw InvalidArgument("delegated_cgroups: " + directory + " is not owned by this user "
-                                  "(uid " + std::to_string(::geteuid()) +
+        throw InvalidArgument("delegated_cgroups: " + directory +
+                                  " is not owned by this user "
+                                  "(uid " +
+                                  std::to_string(::geteuid()) +
                                   "), so cgroups cannot be made in it",
                               "delegated_cgroups");
       }
@@ -173,7 +184,8 @@ CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
       if (inside(directory, layout.cpu_v1)) cpu = directory, placed = true;
       if (inside(directory, layout.unified)) unified = directory, placed = true;
       if (!placed) {
-        throw InvalidArgument("delegated_cgroups: " + directory + " is in no cgroup hierarchy "
+        throw InvalidArgument("delegated_cgroups: " + directory +
+                                  " is in no cgroup hierarchy "
                                   "mounted on this host",
                               "delegated_cgroups");
       }
@@ -194,7 +206,7 @@ CgroupLayout CgroupLayout::detect(const std::vector<std::string>& delegated) {
   }
   if (layout.unified) {
     const std::string controllers =
-        read_small_file(layout.unified_parent == *layout.unified + "/" + kSubtree
+        read_small_file(layout.unified_parent == *layout.unified + "/" + subtree
                             ? *layout.unified + "/cgroup.controllers"
                             : layout.unified_parent + "/cgroup.controllers");
     layout.unified_memory = !layout.memory_v1 && has_word(controllers, "memory");
@@ -209,7 +221,7 @@ std::string CgroupLayout::parent_for(const std::string& mount_point) const {
   if (pids_v1 && mount_point == *pids_v1) return pids_parent;
   if (cpu_v1 && mount_point == *cpu_v1) return cpu_parent;
   if (unified && mount_point == *unified) return unified_parent;
-  return mount_point + "/" + kSubtree;
+  return mount_point + "/" + subtree;
 }
 
 InstanceCgroups plan_instance_cgroups(const CgroupLayout& layout, const std::string& instance_id,
@@ -293,8 +305,8 @@ void write_limits(const CgroupLayout& layout, const std::string& directory,
   }
   if (limits.cpu_millis && exists(directory + "/cpu.cfs_quota_us")) {
     if (!write_small_file(directory + "/cpu.cfs_period_us", "100000", &error) ||
-        !write_small_file(directory + "/cpu.cfs_quota_us",
-                          std::to_string(*limits.cpu_millis * 100), &error)) {
+        !write_small_file(directory + "/cpu.cfs_quota_us", std::to_string(*limits.cpu_millis * 100),
+                          &error)) {
       failed("cpu quota");
     }
   }
@@ -412,4 +424,4 @@ std::optional<std::uint64_t> memory_usage(const std::vector<std::string>& direct
   return std::nullopt;
 }
 
-}  // namespace airlock::linux_backend
+}  // namespace airlock::backend_kit
