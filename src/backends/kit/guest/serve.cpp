@@ -1,10 +1,12 @@
 #include "backends/kit/guest/serve.hpp"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,7 +61,43 @@ bool read_request(int connection, FrameReader& reader, ChannelRequest& request) 
 }
 
 // Why a command could not start, as its vfork child reports it.
-enum StartStage : int { kStartChdir = 1, kStartExec = 2, kStartFilter = 3 };
+enum StartStage : int {
+  kStartChdir = 1,
+  kStartExec = 2,
+  kStartFilter = 3,
+  kStartCapabilities = 4
+};
+
+// The highest capability the guest's kernel knows (read before the vfork: the child allocates
+// nothing).
+int last_capability() {
+  const int fd = ::open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+  char text[16] = {};
+  const ssize_t got = fd >= 0 ? ::read(fd, text, sizeof text - 1) : -1;
+  if (fd >= 0) ::close(fd);
+  const int value = got > 0 ? std::atoi(text) : -1;
+  return value > 0 && value < 64 ? value : 63;
+}
+
+// Empties the bounding, ambient, inheritable, permitted and effective sets. A command of a guest
+// whose agent runs as root (the microvm init) would otherwise exec with every capability of the
+// guest's kernel: an empty bounding set leaves root's execve nothing to grant. A capability
+// already outside the bounding set needs no CAP_SETPCAP to stay out (the gvisor keeper holds
+// none to drop). Returns 0 or the errno of the failed step.
+int drop_capabilities(int last) noexcept {
+  for (int capability = 0; capability <= last; ++capability) {
+    const int held = ::prctl(PR_CAPBSET_READ, capability, 0, 0, 0);
+    if (held < 0 && errno == EINVAL) break;  // past what this kernel knows
+    if (held == 1 && ::prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0) return errno;
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) {
+    return errno;
+  }
+  __user_cap_header_struct header{};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  return ::syscall(SYS_capset, &header, data) != 0 ? errno : 0;
+}
 
 // Everything the vfork child needs, prepared before the vfork: the child only makes system
 // calls, then execs (or reports why it could not, and _exits).
@@ -68,7 +106,8 @@ struct Start {
   const char* cwd;  // nullptr: stay in "/"
   std::vector<sock_filter>* filter;
   bool new_session;
-  int sources[3];  // stdin, stdout, stderr
+  int last_capability;  // -1: keep the agent's capabilities (the file plane's own code)
+  int sources[3];       // stdin, stdout, stderr
   int report;      // write end, close-on-exec: silent on success
 };
 
@@ -84,7 +123,11 @@ struct Start {
   for (int target = 0; target < 3; ++target) ::dup2(moved[target], target);
   int failure[2] = {0, 0};
   if (start.new_session) ::setsid();
-  if (start.filter != nullptr && !apply_filter(*start.filter)) {
+  int dropped = 0;
+  if (start.last_capability >= 0 && (dropped = drop_capabilities(start.last_capability)) != 0) {
+    failure[0] = dropped;
+    failure[1] = kStartCapabilities;
+  } else if (start.filter != nullptr && !apply_filter(*start.filter)) {
     failure[0] = errno;
     failure[1] = kStartFilter;
   } else if (start.cwd != nullptr && !enter_directory(start.cwd)) {
@@ -104,6 +147,12 @@ struct Start {
 void serve_command(int connection, int claimed) {
   // The command's orphans become ours, so a kill reaches the whole tree.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  // Children are noticed through a signalfd, which sees SIGCHLD only while it is blocked: the
+  // handler blocks it itself rather than trust the mask its agent forked it with.
+  sigset_t child_only;
+  sigemptyset(&child_only);
+  sigaddset(&child_only, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &child_only, nullptr);
   ChannelRequest request;
   FrameReader reader;
   const bool asked = read_request(connection, reader, request);
@@ -128,9 +177,6 @@ void serve_command(int connection, int claimed) {
   const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   bool made = null >= 0 && make_pipe(out) && make_pipe(err) && make_pipe(report);
   if (made && request.feed_stdin) made = make_pipe(in);
-  sigset_t child_only;
-  sigemptyset(&child_only);
-  sigaddset(&child_only, SIGCHLD);
   const int children = ::signalfd(-1, &child_only, SFD_CLOEXEC | SFD_NONBLOCK);
   if (!made || children < 0) {
     (void)write_all(connection, frame(kStatus, "error " + std::to_string(errno) + " pipe\n") +
@@ -143,6 +189,7 @@ void serve_command(int connection, int claimed) {
                     request.cwd.empty() ? nullptr : request.cwd.c_str(),
                     request.direct ? nullptr : &filter,
                     !request.direct,
+                    request.direct ? -1 : last_capability(),
                     {in.read >= 0 ? in.read : null, out.write, err.write},
                     report.write};
   // vfork: no address space is copied (in gVisor a copy is the dearest part of a fork); the
@@ -167,7 +214,9 @@ void serve_command(int connection, int claimed) {
     const std::string what = leader < 0                   ? std::string(" fork")
                              : failure[1] == kStartChdir  ? " chdir " + request.cwd
                              : failure[1] == kStartFilter ? std::string(" seccomp")
-                                                          : " exec " + request.argv[0];
+                             : failure[1] == kStartCapabilities
+                                 ? std::string(" drop capabilities")
+                                 : " exec " + request.argv[0];
     (void)write_all(connection, frame(kStatus, "error " + std::to_string(error) + what + "\n") +
                                     frame(kDone, "127"));
     ::_exit(0);
