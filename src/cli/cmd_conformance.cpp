@@ -32,6 +32,7 @@ struct ConformanceOptions {
   std::string work_dir = kDefaultWorkDir;
   std::string image;
   double exec_timeout_seconds = 60;
+  double fill_box_seconds = 20;
   bool list = false;
   std::vector<std::string> isolation_probes;  // empty: all
   // The rung the isolation suite proves, when not the declared one: the evidence for (or
@@ -270,6 +271,9 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
   if (!(options.exec_timeout_seconds > 0)) {
     throw InvalidArgument("--exec-timeout must be positive", "exec-timeout");
   }
+  if (!(options.fill_box_seconds > 0) || options.fill_box_seconds > 3600) {
+    throw InvalidArgument("--fill-box must be more than 0 and at most 3600 seconds", "fill-box");
+  }
 
   const json::Json document = options.router.config("linux");
   std::vector<std::string> notes;
@@ -437,6 +441,7 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
         conformance::IsolationOptions isolation;
         isolation.host_paths = host_state_paths(document, backend->name());
         isolation.only = options.isolation_probes;
+        isolation.fill_box = Milliseconds(static_cast<long>(options.fill_box_seconds * 1000));
         return conformance::run_isolation_conformance(isolation_subject, isolation);
       }));
     }
@@ -476,6 +481,11 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
   command
       ->add_option("--exec-timeout", options->exec_timeout_seconds,
                    "seconds one probe command may take")
+      ->capture_default_str();
+  command
+      ->add_option("--fill-box", options->fill_box_seconds,
+                   "isolation suite: seconds the guest may spend exhausting one pool (a slower "
+                   "guest, an emulated one say, needs more to reach a limit or the cap)")
       ->capture_default_str();
   command->callback([options, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));

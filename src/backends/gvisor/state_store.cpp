@@ -15,6 +15,7 @@
 #include "airlock/json.hpp"
 #include "airlock/state_dir.hpp"
 #include "backends/kit/identity_lock.hpp"
+#include "backends/kit/own_directory.hpp"
 #include "base/syscall_error.hpp"
 
 namespace airlock::gvisor_backend {
@@ -39,63 +40,26 @@ std::string random_hex(std::size_t bytes) {
 
 StateStore::StateStore(std::filesystem::path state_dir) : base_(std::move(state_dir) / "gvisor") {}
 
-namespace {
-
-// Makes `path` (its parent exists and is ours) a directory of `mode` owned by `uid`:`gid`,
-// never through a link: the directory is created, then opened with O_NOFOLLOW and checked to be
-// a directory of root's (or already of `uid`'s) before its mode and owner are set by descriptor.
-// Something else in its place — a link, a file, someone else's directory — is refused.
-void make_own_directory(const std::filesystem::path& path, mode_t mode, uid_t uid, gid_t gid) {
-  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw BackendError("the gvisor backend could not create its state directory",
-                       base::errno_error("mkdir", path.string()));
-  }
-  base::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  struct stat info {};
-  if (!fd || ::fstat(fd.get(), &info) != 0) {
-    const int error = errno;
-    throw BackendError("the gvisor backend refuses its state directory",
-                       path.string() +
-                           " is not a directory it can open without following a "
-                           "link: " +
-                           base::errno_text(error),
-                       base::errno_code(error));
-  }
-  if (info.st_uid != 0 && info.st_uid != uid) {
-    throw BackendError("the gvisor backend refuses its state directory",
-                       path.string() + " belongs to uid " + std::to_string(info.st_uid));
-  }
-  if (::fchown(fd.get(), uid, gid) != 0) {
-    throw BackendError("the gvisor backend could not prepare its state directory",
-                       base::errno_error("fchown", path.string()));
-  }
-  if (::fchmod(fd.get(), mode) != 0) {
-    throw BackendError("the gvisor backend could not prepare its state directory",
-                       base::errno_error("fchmod", path.string()));
-  }
-}
-
-}  // namespace
-
 void StateStore::ensure_layout(std::uint32_t uid_base) const {
+  using backend_kit::make_own_directory;
   // Checked before anything is made in it (no link, nobody else's, not writable by others).
   prepare_state_directory(base_.parent_path());
   // runsc's Gofer runs as the sandbox's host uid (uid_base), not as host root: it must be able
   // to pass through the base to reach the helper directory it binds. Traverse only, no listing;
   // everything private (runsc's root, records, bundles, locks) stays owner-only.
-  make_own_directory(base_, 0711, 0, 0);
+  make_own_directory(base_, 0711, 0, 0, "gvisor");
   for (const char* name : {"runsc", "locks", "sandboxes"}) {
-    make_own_directory(base_ / name, 0700, 0, 0);
+    make_own_directory(base_ / name, 0700, 0, 0, "gvisor");
   }
-  make_own_directory(base_ / "helpers", 0711, 0, 0);
-  make_own_directory(base_ / "egress", 0711, 0, 0);
-  make_own_directory(base_ / "control", 0711, 0, 0);
+  make_own_directory(base_ / "helpers", 0711, 0, 0, "gvisor");
+  make_own_directory(base_ / "egress", 0711, 0, 0, "gvisor");
+  make_own_directory(base_ / "control", 0711, 0, 0, "gvisor");
   // The Gofer (uid and gid uid_base) passes through shared/, no other host user does: nobody
   // can plant a file or a socket in the empty lower layer every sandbox's /tmp and /dev/shm
   // are overlays of. empty/ is the guest root's (so /tmp is root's 1777 inside) and stays empty:
   // runsc serves it read-only under the overlay.
-  make_own_directory(shared_dir(), 0710, 0, uid_base);
-  make_own_directory(empty_dir(), 01777, uid_base, uid_base);
+  make_own_directory(shared_dir(), 0710, 0, uid_base, "gvisor");
+  make_own_directory(empty_dir(), 01777, uid_base, uid_base, "gvisor");
 }
 
 base::UniqueFd StateStore::lock(const std::string& id) const {

@@ -130,9 +130,22 @@ bool Multiplexer::flush_port() {
   return true;
 }
 
+// The local program no longer reads (EPIPE, ECONNRESET): what the peer sent it is dropped and
+// credited, so the peer's window never stalls, and so is whatever it sends later. The other
+// direction goes on: the program's last words (a command's status, its exit) are still in its
+// socket, and reach the peer before the stream ends.
+void Multiplexer::drop_writes(std::uint32_t id, Stream& stream) {
+  if (!stream.to_local.empty()) {
+    queue(mux_frame(kCredit, id, std::to_string(stream.to_local.size())));
+    stream.to_local.clear();
+  }
+  stream.write_dead = true;
+  stream.local_shut = true;
+}
+
 void Multiplexer::flush_to_local(std::uint32_t id, Stream& stream) {
   std::size_t sent = 0;
-  while (sent < stream.to_local.size()) {
+  while (!stream.write_dead && sent < stream.to_local.size()) {
     const ssize_t wrote = ::send(stream.local.get(), stream.to_local.data() + sent,
                                  stream.to_local.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (wrote > 0) {
@@ -141,15 +154,15 @@ void Multiplexer::flush_to_local(std::uint32_t id, Stream& stream) {
     }
     if (wrote < 0 && errno == EINTR) continue;
     if (wrote < 0 && errno == EAGAIN) break;
-    // The local program is gone (EPIPE, ECONNRESET): so is the stream.
-    stream.to_local.clear();
-    queue(mux_frame(kReset, id, {}));
-    streams_.erase(id);
-    return;
+    stream.to_local.erase(0, sent);
+    if (sent > 0 && !stream.peer_gone) queue(mux_frame(kCredit, id, std::to_string(sent)));
+    sent = 0;
+    drop_writes(id, stream);
+    break;
   }
   if (sent > 0) {
     stream.to_local.erase(0, sent);
-    queue(mux_frame(kCredit, id, std::to_string(sent)));
+    if (!stream.peer_gone) queue(mux_frame(kCredit, id, std::to_string(sent)));
   }
   if (stream.to_local.empty() && stream.peer_done && !stream.local_shut) {
     ::shutdown(stream.local.get(), SHUT_WR);
@@ -162,7 +175,11 @@ void Multiplexer::finish_if_done(std::uint32_t id) {
   const auto found = streams_.find(id);
   if (found == streams_.end()) return;
   const Stream& stream = found->second;
-  if (stream.local_read_done && stream.local_shut) streams_.erase(found);
+  // Both directions over: the local end said all it will (or the peer can hear no more), and
+  // everything the peer sent was delivered (or cannot be).
+  const bool reading_over = stream.local_read_done || stream.peer_gone;
+  const bool writing_over = stream.local_shut || (stream.peer_gone && stream.to_local.empty());
+  if (reading_over && writing_over) streams_.erase(found);
 }
 
 void Multiplexer::pump_local(std::uint32_t id, Stream& stream, short revents) {
@@ -179,14 +196,16 @@ void Multiplexer::pump_local(std::uint32_t id, Stream& stream, short revents) {
   if (got > 0) {
     queue(mux_frame(kData, id, std::string_view(buffer, static_cast<std::size_t>(got))));
     stream.in_flight += static_cast<std::uint64_t>(got);
-  } else if (got == 0) {
-    stream.local_read_done = true;
-    queue(mux_frame(kFin, id, {}));
-    finish_if_done(id);
-  } else if (errno != EAGAIN && errno != EINTR) {
-    queue(mux_frame(kReset, id, {}));
-    streams_.erase(id);
+    return;
   }
+  if (got < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  // The end of what the local program says. A unix socket closed with bytes of ours unread
+  // reports ECONNRESET once its data is read, where it would otherwise report EOF: an end all
+  // the same, after which it reads nothing either.
+  if (got < 0) drop_writes(id, stream);
+  stream.local_read_done = true;
+  queue(mux_frame(kFin, id, {}));
+  finish_if_done(id);
 }
 
 bool Multiplexer::handle_frame(char type, std::uint32_t id, std::string& payload) {
@@ -208,13 +227,21 @@ bool Multiplexer::handle_frame(char type, std::uint32_t id, std::string& payload
     return true;
   }
   const auto found = streams_.find(id);
-  // A frame for a stream already gone here raced our reset: dropped.
-  if (found == streams_.end())
+  if (found == streams_.end()) {
+    // A stream already over here. Its data is answered with a reset, so the peer stops sending
+    // and ends its side (otherwise its window would fill and never be credited); anything else
+    // raced our end and is dropped. A reset never answers a reset.
+    if (type == kData) queue(mux_frame(kReset, id, {}));
     return type == kData || type == kCredit || type == kFin || type == kReset;
+  }
   Stream& stream = found->second;
   switch (type) {
     case kData:
       if (stream.peer_done || stream.to_local.size() + payload.size() > kWindow) return false;
+      if (stream.write_dead) {
+        queue(mux_frame(kCredit, id, std::to_string(payload.size())));
+        return true;
+      }
       stream.to_local += payload;
       flush_to_local(id, stream);
       return true;
@@ -229,7 +256,12 @@ bool Multiplexer::handle_frame(char type, std::uint32_t id, std::string& payload
       flush_to_local(id, stream);
       return true;
     case kReset:
-      streams_.erase(found);
+      // The peer's end is gone: nothing more goes to it, and the local end is closed once what
+      // the peer sent before is delivered.
+      stream.peer_gone = true;
+      stream.peer_done = true;
+      stream.local_read_done = true;
+      flush_to_local(id, stream);
       return true;
     default:
       return false;
@@ -253,9 +285,12 @@ std::string Multiplexer::run() {
     watch.push_back({port_, static_cast<short>(POLLIN | (outgoing_.empty() ? 0 : POLLOUT)), 0});
     for (auto& [id, stream] : streams_) {
       short events = 0;
-      if (!stream.local_read_done && stream.in_flight < kWindow) events |= POLLIN;
+      const bool reading = !stream.local_read_done && stream.in_flight < kWindow;
+      if (reading) events |= POLLIN;
       if (!stream.to_local.empty()) events |= POLLOUT;
-      watch.push_back({stream.local.get(), events, 0});
+      // A stream waiting only for credit is not polled: its hang-up would wake the loop for
+      // nothing until the credit comes.
+      watch.push_back({events == 0 ? -1 : stream.local.get(), events, 0});
       ids.push_back(id);
     }
     const std::size_t first_watch = watch.size();

@@ -15,7 +15,8 @@
 //            reader is slow never stalls the others, and a receiver never buffers more than
 //            kWindow per stream
 //   kFin     the sender's local end will write no more (a half-close, passed on as shutdown)
-//   kReset   the stream is gone: the receiver closes its end
+//   kReset   the sender's end is gone (refused, or its program vanished): the receiver sends
+//            nothing more, delivers what it already holds, and closes its end
 //   kHello   (guest, stream 0) the agent is up; the payload is kHelloText
 //   kSetup   (host, stream 0) the clock, fresh randomness and the sandbox's settings (setup.hpp)
 //   kReady   (guest, stream 0) the setup is applied; the payload is empty or an error line
@@ -106,13 +107,16 @@ class Multiplexer {
     std::uint64_t in_flight = 0;   // sent to the peer, not yet credited
     bool local_read_done = false;  // the local end said EOF (kFin sent)
     bool peer_done = false;        // the peer said kFin
-    bool local_shut = false;       // shutdown(SHUT_WR) passed on
+    bool local_shut = false;       // shutdown(SHUT_WR) passed on, or writes to it are over
+    bool write_dead = false;       // the local end reads no more: the peer's data is dropped
+    bool peer_gone = false;        // the peer reset the stream: nothing more goes to it
   };
 
   void wake();
   bool handle_frame(char type, std::uint32_t id, std::string& payload);
   void pump_local(std::uint32_t id, Stream& stream, short revents);
   void flush_to_local(std::uint32_t id, Stream& stream);
+  void drop_writes(std::uint32_t id, Stream& stream);
   void finish_if_done(std::uint32_t id);
   void queue(std::string frame);
   bool flush_port();

@@ -59,8 +59,20 @@ class Pair {
     guest_ = std::make_unique<Multiplexer>(
         guest_port_.get(), false,
         [this](const std::string& kind) -> base::UniqueFd {
-          if (kind != kStreamCommand) return {};
           int pair[2];
+          if (kind == "refuser") {
+            // A command that refuses its input: it reads a little, answers and exits with the
+            // rest unread (a file write refused half-way).
+            ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
+            echoes_.emplace_back([fd = pair[1]] {
+              char buffer[16];
+              (void)!::read(fd, buffer, sizeof buffer);
+              write_all(fd, "refused, and this is my answer");
+              ::close(fd);
+            });
+            return base::UniqueFd(pair[0]);
+          }
+          if (kind != kStreamCommand) return {};
           ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair);
           echoes_.emplace_back([fd = pair[1]] {
             char buffer[4096];
@@ -152,6 +164,32 @@ TEST(Multiplexer, AStreamNobodyReadsDoesNotStallAnother) {
   ASSERT_TRUE(write_all(other.get(), "still moving"));
   ::shutdown(other.get(), SHUT_WR);
   EXPECT_EQ(read_until_eof(other.get(), 1u << 20, 10), "still moving");
+}
+
+// The host keeps sending while the guest's program has already answered and exited with input
+// unread: the answer still arrives whole, then the end of the stream, and nothing stalls.
+TEST(Multiplexer, AnAnswerGivenWithInputUnreadArrivesBeforeTheEnd) {
+  Pair pair;
+  for (int round = 0; round < 20; ++round) {
+    base::UniqueFd stream = pair.host().open("refuser");
+    ASSERT_TRUE(stream);
+    std::thread writer([fd = stream.get()] {
+      const std::string chunk(64u << 10, 'x');
+      // Until the stream ends under it (EPIPE): the multiplexer must end it rather than leave
+      // the writer blocked on a window nobody credits.
+      for (int i = 0; i < 32; ++i) {
+        if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) < 0) break;
+      }
+      ::shutdown(fd, SHUT_WR);
+    });
+    EXPECT_EQ(read_until_eof(stream.get()), "refused, and this is my answer") << "round " << round;
+    writer.join();
+  }
+  // The multiplexer is still whole: another stream works.
+  base::UniqueFd echo = pair.host().open(kStreamCommand);
+  ASSERT_TRUE(write_all(echo.get(), "still here"));
+  ::shutdown(echo.get(), SHUT_WR);
+  EXPECT_EQ(read_until_eof(echo.get()), "still here");
 }
 
 TEST(Multiplexer, ControlFramesReachTheOtherEnd) {
