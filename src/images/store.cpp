@@ -557,13 +557,26 @@ ImageInfo ImageStore::resolve(std::string_view reference) const {
 }
 
 ImagePin ImageStore::pin(std::string_view reference) const {
-  const ImageReference parsed = parse_reference(reference);
+  // A full image id is accepted as resolve accepts it: the first reference to that content.
+  const bool by_id = is_image_id(reference);
+  const std::string shown_reference =
+      by_id ? std::string(reference) : parse_reference(reference).to_string();
   std::optional<Handles> handles = open_store(root_, ownership_, false);
-  if (!handles) unknown_reference(parsed.to_string(), root_);
+  if (!handles) unknown_reference(shown_reference, root_);
   // Shared store lock across resolve + flock: a remover needs the exclusive lock to decide.
   base::UniqueFd shared = lock_store(handles->root.get(), LOCK_SH, root_);
-  const std::optional<ReferenceRecord> record = read_reference(*handles, parsed, root_);
-  if (!record) unknown_reference(parsed.to_string(), root_);
+  std::optional<ReferenceRecord> record;
+  if (by_id) {
+    for (auto& candidate : read_all_references(*handles, root_)) {
+      if (candidate.id == reference) {
+        record = std::move(candidate);
+        break;
+      }
+    }
+  } else {
+    record = read_reference(*handles, parse_reference(reference), root_);
+  }
+  if (!record) unknown_reference(shown_reference, root_);
   ImageInfo info = describe(*handles, *record, root_);
   const std::string use = id_hex(record->id) + "/use.lock";
   base::UniqueFd fd(

@@ -267,6 +267,25 @@ TEST_F(Store, RemoveIsRefusedWhilePinnedEvenAfterThePinnerReleases) {
   EXPECT_TRUE(scratch_.content().empty());
 }
 
+// A snapshot names its image by id (its reference may have moved on since): pin takes an id as
+// resolve does, and pins that content, not whatever the name holds now.
+TEST_F(Store, AnIdIsPinnedAsResolveFindsIt) {
+  const std::string id = store().import_tar(sample_tar(), "app").image.id;
+  auto tree = sample_tree();
+  tree[7].data = "changed\n";
+  testing::write_tar(scratch_.path("v2.tar"), tree);
+  store().import_tar(scratch_.path("v2.tar"), "app-next");
+  ImagePin pin = store().pin(id);
+  EXPECT_EQ(pin.image().id, id);
+  EXPECT_EQ(pin.image().reference, "app:latest");
+  try {
+    store().pin("sha256:" + std::string(64, '0'));
+    FAIL() << "an unknown id was pinned";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("sha256:000"), std::string::npos) << error.what();
+  }
+}
+
 TEST_F(Store, PinnedContentSurvivesReplacementUntilUnpinned) {
   store().import_tar(sample_tar(), "app");
   ImagePin pin = store().pin("app");
