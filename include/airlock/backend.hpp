@@ -68,10 +68,10 @@ class SandboxBackend {
   virtual bool dispose_kind(const SandboxKey& key, std::string_view kind,
                             std::optional<std::string_view> instance_id) noexcept = 0;
 
-  // Delete every sandbox of the conversation and return how many went. Found from durable state
-  // (labels, a state directory) — never from this process's memory alone, because the replica
-  // that receives a conversation delete is usually not the one that created its sandboxes.
-  // `thread_id` unset: every thread of the scope. Never throws.
+  // Delete every sandbox of the conversation, and its snapshots, and return how many sandboxes
+  // went. Found from durable state (labels, a state directory) — never from this process's
+  // memory alone, because the replica that receives a conversation delete is usually not the
+  // one that created its sandboxes. `thread_id` unset: every thread of the scope. Never throws.
   virtual int dispose_scope(std::string_view scope,
                             std::optional<std::string_view> thread_id) noexcept = 0;
 
@@ -81,8 +81,29 @@ class SandboxBackend {
 
   // Every sandbox this backend's durable state knows about. Default: none.
   virtual std::vector<SandboxRecord> list_sandboxes() { return {}; }
-  // Delete every sandbox in durable state, whoever created it. Never throws. Default: nothing.
+  // Delete every sandbox in durable state, whoever created it, and every snapshot. Never
+  // throws. Default: nothing.
   virtual int purge_all() noexcept { return 0; }
+
+  // ---- snapshots (a backend that takes them declares Capability::snapshot) ----
+  // What its snapshots hold; nullopt: it takes none (the default).
+  virtual std::optional<SnapshotContent> snapshot_content() const { return std::nullopt; }
+  // A new sandbox for (key, spec) holding the snapshot's state: a resume, or — called again
+  // under another key of the conversation — a fork. The live sandbox of (key, spec.kind,
+  // spec's posture), if any, is disposed of first. The snapshot stays (another fork may
+  // follow). The caller has checked that `snapshot` belongs to key's conversation and is of
+  // spec's kind: reach this through SandboxRouter::resume, which also runs every router check
+  // on `spec`. NotSupported by default.
+  virtual std::shared_ptr<Sandbox> acquire_from_snapshot(const SandboxKey& key,
+                                                         const SandboxSpec& spec,
+                                                         const SnapshotRecord& snapshot);
+  // One snapshot by id, from durable state (any process's); nullopt when there is none.
+  virtual std::optional<SnapshotRecord> find_snapshot(std::string_view id);
+  // Every snapshot in durable state. Default: none.
+  virtual std::vector<SnapshotRecord> list_snapshots() { return {}; }
+  // Delete one snapshot; true when nothing of it is left (a missing one is gone). A resume
+  // or fork in flight keeps what it already copied. Never throws.
+  virtual bool delete_snapshot(std::string_view id) noexcept;
 
  protected:
   SandboxBackend() = default;

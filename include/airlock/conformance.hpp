@@ -56,6 +56,7 @@
 #include <string_view>
 #include <vector>
 
+#include "airlock/backend.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/sandbox.hpp"
 
@@ -256,6 +257,23 @@ struct IsolationOptions {
   // Empty: every probe. Otherwise only the probes named here run (and are reported).
   std::vector<std::string> only;
 };
+
+// The snapshot suite (gate: `snapshot`, and the backend saying what its snapshots hold). It
+// needs the backend itself, not one sandbox: it builds routers over it (the floor lowered to
+// `floor`), acquires, snapshots, resumes and forks under keys of a scope of its own, and
+// disposes of that scope at the end. `spec` makes the spec every sandbox runs under, with the
+// egress asked for (closed, or allowlist: any host will do, nothing is reached). Probes:
+// what survives a resume (files; processes too for filesystem+memory), forks that diverge,
+// another conversation's keys refused, a resume judged by every router check, ids that are no
+// snapshot, nothing left after dispose_scope.
+struct SnapshotSuiteOptions {
+  std::shared_ptr<SandboxBackend> backend;
+  Isolation floor = Isolation::microvm;
+  std::function<SandboxSpec(Egress)> spec;
+  std::string work_dir;  // the specs' work_dir
+  Milliseconds exec_timeout = 60s;
+};
+std::vector<ProbeResult> run_snapshot_conformance(const SnapshotSuiteOptions& options);
 
 // The probe binary: `configured` if given (it must be executable), else $AIRLOCK_ISOLATION_PROBE,
 // next to the running executable, next to libairlock, <libdir>/../libexec/airlock, the install

@@ -41,6 +41,9 @@ Json to_json(const SandboxEntry& entry);
 Json to_json(const LandedArtifact& artifact);
 Json to_json(const RoutingDecision& decision);
 Json to_json(const SandboxRecord& record);
+// {"id", "backend", "content": "filesystem"|"filesystem+memory", "kind", "egress_posture",
+//  "image", "work_dir", "labels" (as stored), "source_instance_id", "bytes", "created_at"}
+Json to_json(const SnapshotRecord& record);
 
 // {"stdout": text, "stderr": text, "exit_code": n, "truncated": b, ["signal": n]}; a stream that
 // is not valid UTF-8 is carried exactly as "stdout_base64" / "stderr_base64" instead.

@@ -3,6 +3,7 @@
 // Bytes are carried in `std::string` (binary-safe); text views are decoded separately and say so.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -209,6 +210,34 @@ struct ReclaimFailure {
   std::string path;
   std::string reason;
 };
+
+// What a snapshot holds: a sandbox's files (everything its guest wrote), or its files and its
+// memory (its processes resume where they were).
+enum class SnapshotContent : std::uint8_t { filesystem, filesystem_and_memory };
+// "filesystem", "filesystem+memory".
+std::string_view to_string(SnapshotContent content) noexcept;
+
+// A sandbox's state, saved by its backend and kept in its durable state until deleted, or
+// until its conversation is disposed of (dispose_scope) or the backend purged. It belongs to
+// the conversation — the key's scope and thread — of the sandbox it was taken from: only a key
+// of that conversation resumes or forks it (any agent_dir; a fork is a resume under another),
+// and every other key is told it does not exist.
+struct SnapshotRecord {
+  std::string id;  // "snap-" + 24 hex digits, unguessable
+  std::string backend;
+  SnapshotContent content = SnapshotContent::filesystem;
+  std::string kind;            // resumed only as this kind
+  std::string egress_posture;  // the posture it was taken under (a resume takes its spec's)
+  std::string image;           // what the sandbox ran, as the backend resolved it
+  std::string work_dir;
+  std::map<std::string, std::string> labels;  // airlock.scope, airlock.thread, … (mapped)
+  std::string source_instance_id;
+  std::uint64_t bytes = 0;  // what it takes on the host
+  std::chrono::system_clock::time_point created_at{};
+};
+
+// Whether `record` belongs to `key`'s conversation (its scope and thread labels match).
+bool snapshot_belongs_to(const SnapshotRecord& record, const SandboxKey& key);
 
 // Decode bytes as UTF-8, replacing each invalid sequence with U+FFFD.
 std::string decode_utf8_lossy(std::string_view bytes);

@@ -172,6 +172,26 @@ class SandboxRouter {
   int dispose_scope(std::string_view scope,
                     std::optional<std::string_view> thread_id = std::nullopt) noexcept;
 
+  // ---- snapshots (the selected backend's; docs/snapshots.md) ----
+  // Snapshot the sandbox of (key, spec.kind): every check on `spec` with `snapshot` required,
+  // then an exclusive call (no command of the conversation's sandbox runs while it is
+  // captured) that acquires it and takes the snapshot. `admission` bounds the wait.
+  SnapshotRecord snapshot(const SandboxKey& key, const SandboxSpec& spec,
+                          const CallOptions& admission = {});
+  // A sandbox for (key, spec) holding snapshot `id`'s state (a resume; under another key of
+  // the conversation, a fork). Every check runs on `spec` — the resumed sandbox's posture is
+  // spec's, judged like any acquire's, whatever the snapshot was taken under — with `snapshot`
+  // required. NotFound when `id` is no snapshot of key's conversation (one of another
+  // conversation is not told apart from none); InvalidArgument when it is of another kind.
+  std::shared_ptr<Sandbox> resume(const SandboxKey& key, const SandboxSpec& spec,
+                                  std::string_view id);
+  // The selected backend's snapshots of a scope (or of one of its threads); an empty `scope`
+  // lists every snapshot (an operator's view).
+  std::vector<SnapshotRecord> list_snapshots(std::string_view scope,
+                                             std::optional<std::string_view> thread_id) const;
+  // Delete snapshot `id` of key's conversation: true when it is gone (NotFound as `resume`).
+  bool delete_snapshot(const SandboxKey& key, std::string_view id);
+
   // `{ auto guard = router.scope(s, t, reclaimed); … }` — reclaimed.disposed is set after.
   [[nodiscard]] ScopeGuard scope(std::string scope, std::string thread_id, ScopeDisposal& out);
 

@@ -237,6 +237,13 @@ class Sandbox {
   };
   virtual std::optional<SocketChannel> socket_channel() { return std::nullopt; }
 
+  // Save this sandbox's state (SnapshotRecord): what it holds is its backend's
+  // `snapshot_content()`. The sandbox is quiesced while its state is captured — frozen, or
+  // stopped — and runs on unchanged afterwards; a command in flight is refused rather than cut
+  // (BackendError: run it as an exclusive call, as SandboxRouter::snapshot does). NotSupported
+  // from a backend that takes no snapshots.
+  virtual SnapshotRecord snapshot();
+
   // Guest directories holding unix sockets the backend itself serves the guest, besides
   // socket_channel()'s: the gvisor backend's command channel, say. The isolation suite lets the
   // guest reach sockets there and nowhere else; each backend proves its own channel harmless.

@@ -49,8 +49,9 @@ enum class Egress : std::uint8_t {
 
 // What a sandbox can do. `files_out` is stat+read at declared literal paths (never discovery);
 // `files_list` is enumerating a directory; `files_delete` is removal; `host_tools` asserts that
-// exec detaches (a process started by one call outlives it). `snapshot` and
-// `attached_identity` are vocabulary only: no backend declares them.
+// exec detaches (a process started by one call outlives it); `snapshot` is saving a sandbox's
+// state and resuming or forking it (SandboxBackend::snapshot_content says what is saved).
+// `attached_identity` is vocabulary only: no backend declares it.
 enum class Capability : std::uint8_t {
   exec,
   run_code,

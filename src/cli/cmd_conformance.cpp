@@ -20,8 +20,8 @@ using conformance::ProbeOutcome;
 using conformance::ProbeResult;
 
 constexpr int kExitProbesFailed = 1;
-const std::vector<std::string> kSuites = {"files_out", "files_in",  "files_delete",
-                                          "egress",    "isolation", "exec"};
+const std::vector<std::string> kSuites = {"files_out", "files_in", "files_delete", "egress",
+                                          "isolation", "snapshot", "exec"};
 
 struct ConformanceOptions {
   RouterFlags router;
@@ -446,6 +446,27 @@ int run_conformance(const ConformanceOptions& options, const Context& context) {
       }));
     }
   }
+  // Snapshots: the suite drives the backend through routers of its own, under a scope of its
+  // own, and disposes of it (snapshots included) at the end.
+  gated("snapshot", Capability::snapshot, [&] {
+    conformance::SnapshotSuiteOptions snapshot_options;
+    snapshot_options.backend = backend;
+    snapshot_options.floor = router_options.min_isolation;
+    snapshot_options.work_dir = options.work_dir;
+    snapshot_options.exec_timeout = exec_timeout;
+    snapshot_options.spec = [&options](Egress egress) {
+      SandboxSpec::Fields fields;
+      fields.kind = "conformance-snapshot";
+      fields.work_dir = options.work_dir;
+      if (!options.image.empty()) fields.image = options.image;
+      fields.required_capabilities = {Capability::exec, Capability::files_in,
+                                      Capability::files_out};
+      fields.egress = egress;
+      if (egress == Egress::allowlist) fields.egress_allow = {"snapshot-conformance.example"};
+      return SandboxSpec(std::move(fields));
+    };
+    return conformance::run_snapshot_conformance(snapshot_options);
+  });
   // Last: a timeout may cost the sandbox on some providers.
   gated("exec", Capability::exec, [&] { return conformance::run_exec_conformance(subject); });
   router.dispose(key);
@@ -462,7 +483,7 @@ const bool kConformanceCommand = register_command("conformance", [](CLI::App& ap
   options->router.add_to(*command);
   command->add_option("--suite", options->suites,
                       "run only this suite (repeatable): files_out, files_in, files_delete, "
-                      "egress, isolation, exec");
+                      "egress, isolation, snapshot, exec");
   command->add_option("--isolation-probe", options->isolation_probes,
                       "isolation suite: run only this probe (repeatable; see --list)");
   command->add_option("--isolation-rung", options->isolation_rung,

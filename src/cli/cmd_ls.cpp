@@ -19,16 +19,6 @@
 namespace airlock::cli {
 namespace {
 
-std::string format_time(std::chrono::system_clock::time_point when) {
-  if (when == std::chrono::system_clock::time_point{}) return "-";  // an incomplete record
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
-  std::tm utc{};
-  ::gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
 int run_ls(const RouterFlags& flags, const Context& context) {
   json::Json all = json::Json::array();
   std::vector<SandboxRecord> records;
@@ -50,7 +40,7 @@ int run_ls(const RouterFlags& flags, const Context& context) {
     const auto column = [](const std::string& value) { return value.empty() ? "-" : value; };
     std::printf("%-8s %-36s %-16s %-10s %-20s %-8s %s / %s\n", record.backend.c_str(),
                 record.instance_id.c_str(), column(record.kind).c_str(), record.state.c_str(),
-                format_time(record.created_at).c_str(), column(record.egress_posture).c_str(),
+                format_utc(record.created_at).c_str(), column(record.egress_posture).c_str(),
                 label("airlock.scope").c_str(), label("airlock.thread").c_str());
   }
   return 0;

@@ -5,6 +5,9 @@
 // -w, -i, -t (and -it with no command: a shell); sizes take units (--memory 512m).
 // SIGINT, SIGTERM and SIGHUP go to the command; the sandbox is still disposed (unless --keep) and
 // airlock exits 128+N. A second one forces the command to stop; a third leaves at once.
+// --from-snapshot ID starts the sandbox from a snapshot of the conversation given by --scope and
+// --thread (airlock snapshot ls lists them); --snapshot saves the sandbox after the command, before
+// it is disposed, and prints the snapshot's id (JSON: "snapshot").
 // Exit code: the guest's own; 124 when it timed out; 125 when airlock could not run it.
 #include <spdlog/spdlog.h>
 
@@ -46,6 +49,8 @@ struct RunOptions {
   std::vector<std::string> gets;
   std::string out_dir = ".";
   bool keep = false;
+  std::string from_snapshot;
+  bool snapshot = false;
 };
 
 SandboxSpec build_spec(const RunOptions& options) {
@@ -90,6 +95,12 @@ int run(const RunOptions& options, const Context& context) {
       "run: give the command after --, e.g. airlock run -- python3 -c 'print(1)' (or -it for a "
       "shell)");
   const SandboxSpec spec = build_spec(options);
+  if (!options.from_snapshot.empty() && options.thread.empty()) {
+    throw InvalidArgument(
+        "--from-snapshot resumes a snapshot within the conversation that took it: give its "
+        "--thread (and --scope, when not airlock-run); airlock snapshot ls lists them",
+        "thread");
+  }
   const SandboxKey key{options.scope,
                        options.thread.empty() ? "run-" + random_token() : options.thread,
                        options.agent};
@@ -123,7 +134,8 @@ int run(const RunOptions& options, const Context& context) {
   relay.set_abandon_note("left at once: the sandbox may still run; airlock purge --scope " +
                          key.scope + " --thread " + key.thread_id + " removes it");
 
-  auto sandbox = router->acquire(key, spec);
+  auto sandbox = options.from_snapshot.empty() ? router->acquire(key, spec)
+                                               : router->resume(key, spec, options.from_snapshot);
   for (const auto& file : puts) {
     if (relay.received()) break;
     sandbox->write_file(file.guest_path, file.content, spec.work_dir());
@@ -154,12 +166,25 @@ int run(const RunOptions& options, const Context& context) {
     }
   }
 
+  // Saved after the outputs are out, before the sandbox is disposed: what the command left.
+  std::optional<SnapshotRecord> saved;
+  if (options.snapshot && !interrupted) {
+    saved = router->snapshot(key, spec);
+    if (!context.json && !options.exec.quiet) {
+      std::cerr << "airlock: saved " << saved->id << " (" << to_string(saved->content) << ", "
+                << (saved->bytes >> 20) << " MiB); resume it with airlock run --from-snapshot "
+                << saved->id << " --scope " << key.scope << " --thread " << key.thread_id
+                << " -- CMD\n";
+    }
+  }
+
   if (context.json) {
     json::Json document{
         {"decision", json::to_json(decision)}, {"instance_id", sandbox->instance_id()},
         {"key", json::to_json(key)},           {"kept", options.keep},
         {"result", json::to_json(result)},     {"outputs", landed}};
     if (interrupted) document["interrupted_by"] = signal_name(relay.received());
+    if (saved) document["snapshot"] = json::to_json(*saved);
     if (!notes.empty()) document["notes"] = notes;
     print_json(document);
   } else {
@@ -224,6 +249,10 @@ const bool kRunCommand = register_command("run", [](CLI::App& app, Context& cont
       ->allow_extra_args(false);
   command->add_option("--out", options->out_dir, "where --get files land (default .)");
   command->add_flag("--keep", options->keep, "leave the sandbox running afterwards");
+  command->add_option("--from-snapshot", options->from_snapshot,
+                      "start from this snapshot of the conversation (--scope, --thread)");
+  command->add_flag("--snapshot", options->snapshot,
+                    "save the sandbox after the command (its snapshot id is printed)");
   options->exec.add_to(*command);
   command->callback([options, &context] {
     spdlog::set_level(spdlog::level::from_str(context.log_level));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -212,6 +213,16 @@ json::Json RouterFlags::config(const std::string& default_backend) const {
     document["denied_identities"].push_back(identity);
   for (const auto& identity : deny_identities) document["denied_identities"].push_back(identity);
   return document;
+}
+
+std::string format_utc(std::chrono::system_clock::time_point when) {
+  if (when == std::chrono::system_clock::time_point{}) return "-";
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(when);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 void print_json(const json::Json& value) { std::cout << value.dump() << std::endl; }

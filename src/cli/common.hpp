@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <exception>
 #include <filesystem>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,9 @@ struct RouterFlags {
 // Reads and parses a spec file; errors name the file and the field.
 SandboxSpec load_spec(const std::string& path);
 json::Json load_json_file(const std::string& path, std::string_view what);
+
+// "2026-12-06T01:40:29Z", or "-" for the epoch (a record that never said when).
+std::string format_utc(std::chrono::system_clock::time_point when);
 
 // stdout, one JSON document per line.
 void print_json(const json::Json& value);

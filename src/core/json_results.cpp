@@ -90,6 +90,23 @@ Json to_json(const SandboxRecord& record) {
               {"created_at", created}};
 }
 
+Json to_json(const SnapshotRecord& record) {
+  const auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                           record.created_at.time_since_epoch())
+                           .count();
+  return Json{{"id", record.id},
+              {"backend", record.backend},
+              {"content", std::string(to_string(record.content))},
+              {"kind", record.kind},
+              {"egress_posture", record.egress_posture},
+              {"image", record.image},
+              {"work_dir", record.work_dir},
+              {"labels", record.labels},
+              {"source_instance_id", record.source_instance_id},
+              {"bytes", record.bytes},
+              {"created_at", created}};
+}
+
 Json error_to_json(const std::exception& error) {
   const auto* ours = dynamic_cast<const Error*>(&error);
   if (!ours) return Json{{"type", "InternalError"}, {"message", "internal error"}};
@@ -139,6 +156,8 @@ Json describe_backend(const SandboxBackend& backend) {
   out["egress_modes_declared"] = egress.has_value();
   out["limits"] = to_json(backend.limits().value_or(kDefaultSandboxLimits));
   out["os_families"] = members(backend.os_families().value_or(OsFamilySet{}));
+  const auto snapshots = backend.snapshot_content();
+  out["snapshot_content"] = snapshots ? Json(std::string(to_string(*snapshots))) : Json(nullptr);
   return out;
 }
 

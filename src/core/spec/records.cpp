@@ -84,6 +84,18 @@ void SandboxSpec::check_work_dir() {
   fields_.work_dir = normalize_guest_path(work_dir);
 }
 
+std::string_view to_string(SnapshotContent content) noexcept {
+  return content == SnapshotContent::filesystem_and_memory ? "filesystem+memory" : "filesystem";
+}
+
+bool snapshot_belongs_to(const SnapshotRecord& record, const SandboxKey& key) {
+  const auto matches = [&record](const char* label, std::string_view value) {
+    const auto found = record.labels.find(label);
+    return found != record.labels.end() && found->second == map_label_value(value);
+  };
+  return matches("airlock.scope", key.scope) && matches("airlock.thread", key.thread_id);
+}
+
 std::string SandboxSpec::egress_posture() const {
   std::string posture(to_string(fields_.egress));
   if (fields_.egress == Egress::allowlist) {
