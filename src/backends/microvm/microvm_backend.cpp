@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -355,15 +356,60 @@ MicrovmAccelProbe probe_accel(const MicrovmBackendConfig& config, const fs::path
   return probe;
 }
 
+// A snapshot's id as this backend makes them ("snap-" and 24 hex digits), and nothing else:
+// an id names a directory, so one that is not exactly that never reaches a path.
+bool valid_snapshot_id(std::string_view id) {
+  if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
+  return std::all_of(id.begin() + 5, id.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+json::Json snapshot_json(const SnapshotRecord& record) {
+  return {{"id", record.id},
+          {"backend", record.backend},
+          {"content", std::string(to_string(record.content))},
+          {"kind", record.kind},
+          {"egress_posture", record.egress_posture},
+          {"image", record.image},
+          {"work_dir", record.work_dir},
+          {"labels", record.labels},
+          {"source_instance_id", record.source_instance_id},
+          {"bytes", record.bytes},
+          {"created_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                record.created_at.time_since_epoch())
+                                .count()}};
+}
+
+SnapshotRecord snapshot_from_json(const json::Json& value) {
+  SnapshotRecord record;
+  record.id = value.at("id").get<std::string>();
+  record.backend = value.at("backend").get<std::string>();
+  record.content = value.at("content").get<std::string>() == "filesystem+memory"
+                       ? SnapshotContent::filesystem_and_memory
+                       : SnapshotContent::filesystem;
+  record.kind = value.at("kind").get<std::string>();
+  record.egress_posture = value.at("egress_posture").get<std::string>();
+  record.image = value.at("image").get<std::string>();
+  record.work_dir = value.at("work_dir").get<std::string>();
+  record.labels = value.at("labels").get<std::map<std::string, std::string>>();
+  record.source_instance_id = value.at("source_instance_id").get<std::string>();
+  record.bytes = value.at("bytes").get<std::uint64_t>();
+  record.created_at = std::chrono::system_clock::time_point(
+      std::chrono::milliseconds(value.at("created_at_ms").get<std::int64_t>()));
+  return record;
+}
+
 }  // namespace
 
 // ---- MicrovmSandbox ----
 
 MicrovmSandbox::MicrovmSandbox(std::shared_ptr<Instance> instance,
-                               backend_kit::ChannelSandboxSettings settings, SandboxKey key)
+                               backend_kit::ChannelSandboxSettings settings, SandboxKey key,
+                               std::shared_ptr<const SnapshotPlace> snapshots)
     : ChannelSandbox(instance->vm->channel(), std::move(settings), instance->record.instance_id,
                      std::move(key), instance->record.kind, instance->record.work_dir),
-      instance_(std::move(instance)) {}
+      instance_(std::move(instance)),
+      snapshots_(std::move(snapshots)) {}
 
 // A command whose kill could not be confirmed ran in a guest whose kernel stopped answering:
 // the VM goes, so nothing of it outlives the caller's deadline.
@@ -390,9 +436,89 @@ ExecResult MicrovmSandbox::run_code(std::string_view code, Milliseconds timeout)
   return guarded([&] { return ChannelSandbox::run_code(code, timeout); });
 }
 
+// The VM is stopped while its memory is saved and its layer copied, then runs on: the copy is
+// of one instant of both. The layer's copy holds only what the guest wrote (the clusters the
+// layer itself holds), as a layer over the same base, so a snapshot costs its guest's writes
+// plus its RAM.
+SnapshotRecord MicrovmSandbox::snapshot() {
+  std::lock_guard lock(instance_->mutex);
+  if (!instance_->vm || !instance_->vm->alive() || instance_->vm->channel()->gone()) {
+    throw SandboxInvalidated("the microVM is gone; acquire the sandbox again");
+  }
+  const Record& source = instance_->record;
+  SnapshotRecord record;
+  record.id = "snap-" + random_hex(12);
+  record.backend = "microvm";
+  record.content = SnapshotContent::filesystem_and_memory;
+  record.kind = source.kind;
+  record.egress_posture = source.egress_posture;
+  record.image = source.image;
+  record.work_dir = source.work_dir;
+  record.labels = source.labels;
+  record.source_instance_id = source.instance_id;
+  record.created_at = std::chrono::system_clock::now();
+  const fs::path staging =
+      snapshots_->directory / ("." + record.id + ".staging-" + std::to_string(::getpid()));
+  const fs::path final_directory = snapshots_->directory / record.id;
+  std::error_code error;
+  if (!fs::create_directory(staging, error)) {
+    throw SystemError("could not make a snapshot's directory", error.value(), staging.string());
+  }
+  ::chmod(staging.c_str(), 0700);
+  const auto deadline = Clock::now() + snapshots_->timeout;
+  bool stopped = false;
+  try {
+    base::UniqueFd memory(::open((staging / "memory.mig").c_str(),
+                                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!memory) throw SystemError("could not make a snapshot's memory file", errno);
+    stopped = true;
+    instance_->vm->save_snapshot(memory.get(), deadline);
+    const fs::path layer = instance_->vm->disk();
+    run_or_throw({snapshots_->qemu_img.string(), "convert", "-U", "-q", "-W", "-f", "qcow2", "-O",
+                  "qcow2", "-B", instance_->base_disk.string(), "-F", instance_->base_format,
+                  layer.string(), (staging / "disk.qcow2").string()},
+                 "copy the sandbox's disk layer (qemu-img convert)");
+    instance_->vm->resume(deadline);
+    stopped = false;
+  } catch (...) {
+    if (stopped) {
+      try {
+        instance_->vm->resume(Clock::now() + std::chrono::seconds(10));
+      } catch (const std::exception& resumed) {
+        spdlog::warn("microvm: sandbox {} did not run again after a failed snapshot: {}",
+                     source.id, error_detail(resumed));
+      }
+    }
+    fs::remove_all(staging, error);
+    throw;
+  }
+  for (const char* file : {"memory.mig", "disk.qcow2"}) {
+    ::chmod((staging / file).c_str(), 0600);  // qemu-img makes its files 0644
+    record.bytes += static_cast<std::uint64_t>(fs::file_size(staging / file, error));
+  }
+  json::Json value = snapshot_json(record);
+  value["microvm"] = {{"image_id", instance_->shape.image_id},
+                      {"disk_bytes", instance_->shape.disk_bytes},
+                      {"memory_bytes", instance_->shape.memory_bytes},
+                      {"vcpus", instance_->shape.vcpus},
+                      {"base_disk", instance_->base_disk.string()},
+                      {"base_format", instance_->base_format},
+                      {"guest", snapshots_->guest_identity}};
+  write_text(staging / "record.json", value.dump());
+  ::chmod((staging / "record.json").c_str(), 0600);
+  fs::rename(staging, final_directory, error);
+  if (error) {
+    fs::remove_all(staging, error);
+    throw SystemError("could not publish a snapshot", error.value(), final_directory.string());
+  }
+  spdlog::info("microvm: sandbox {} saved as {} ({} MiB)", source.id, record.id,
+               record.bytes >> 20);
+  return record;
+}
+
 // ---- MicrovmBackend ----
 
-std::string MicrovmBackend::Shape::key(const std::string& guest) const {
+std::string Shape::key(const std::string& guest) const {
   return shape_hash(guest + "|" + image_id + "|" + std::to_string(disk_bytes) + "|" +
                     std::to_string(memory_bytes) + "|" + std::to_string(vcpus));
 }
@@ -435,7 +561,7 @@ MicrovmBackend::MicrovmBackend(MicrovmBackendConfig config)
   // what it needs through its jail's binds, never through these paths.
   prepare_state_directory(state_);
   backend_kit::make_own_directory(base(), 0700, 0, 0, "microvm");
-  for (const char* directory : {"sandboxes", "disks", "templates", "locks"}) {
+  for (const char* directory : {"sandboxes", "disks", "templates", "snapshots", "locks"}) {
     backend_kit::make_own_directory(base() / directory, 0700, 0, 0, "microvm");
   }
   // Every VM's cgroups are <hierarchy>/airlock-microvm/<state>-<name>: named after the state
@@ -467,6 +593,12 @@ MicrovmBackend::MicrovmBackend(MicrovmBackendConfig config)
                        accel_.reason);
   }
   spdlog::info("microvm: accelerator {}: {}", to_string(accel_.chosen), accel_.reason);
+
+  snapshot_place_ = std::make_shared<SnapshotPlace>();
+  snapshot_place_->directory = base() / "snapshots";
+  snapshot_place_->qemu_img = config_.qemu_img_path;
+  snapshot_place_->guest_identity = guest_identity_;
+  snapshot_place_->timeout = config_.boot_timeout;
 
   settings_.backend = "microvm";
   settings_.helper_path = kAgentPath;
@@ -501,7 +633,7 @@ std::optional<EgressSet> MicrovmBackend::egress_modes() const {
 std::optional<CapabilitySet> MicrovmBackend::capabilities() const {
   return CapabilitySet{Capability::exec,       Capability::run_code,   Capability::files_in,
                        Capability::files_out,  Capability::files_list, Capability::files_delete,
-                       Capability::host_tools};
+                       Capability::host_tools, Capability::snapshot};
 }
 
 std::optional<OsFamilySet> MicrovmBackend::os_families() const {
@@ -738,10 +870,15 @@ fs::path MicrovmBackend::ensure_template(const Shape& shape, const fs::path& dis
 
 std::shared_ptr<MicrovmSandbox> MicrovmBackend::handle(const std::shared_ptr<Instance>& instance,
                                                        const SandboxKey& key) const {
-  return std::make_shared<MicrovmSandbox>(instance, settings_, key);
+  return std::make_shared<MicrovmSandbox>(instance, settings_, key, snapshot_place_);
 }
 
 std::shared_ptr<Sandbox> MicrovmBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
+  return obtain(key, spec, nullptr);
+}
+
+std::shared_ptr<Sandbox> MicrovmBackend::obtain(const SandboxKey& key, const SandboxSpec& spec,
+                                                const SnapshotRecord* from) {
   if (spec.egress() == Egress::unrestricted) {
     throw EgressNotEnforced(
         "the microvm backend never gives a guest a network device (unrestricted); it runs "
@@ -755,7 +892,7 @@ std::shared_ptr<Sandbox> MicrovmBackend::acquire(const SandboxKey& key, const Sa
   {
     std::lock_guard lock(live_mutex_);
     const auto found = live_.find(id);
-    if (found != live_.end()) {
+    if (found != live_.end() && from == nullptr) {
       const auto& instance = found->second;
       bool usable = false;
       {
@@ -783,7 +920,7 @@ std::shared_ptr<Sandbox> MicrovmBackend::acquire(const SandboxKey& key, const Sa
     }
   }
   teardown(id);
-  auto instance = create(id, key, spec);
+  auto instance = create(id, key, spec, from);
   {
     std::lock_guard lock(live_mutex_);
     live_[id] = instance;
@@ -794,31 +931,53 @@ std::shared_ptr<Sandbox> MicrovmBackend::acquire(const SandboxKey& key, const Sa
 }
 
 std::shared_ptr<Instance> MicrovmBackend::create(const std::string& id, const SandboxKey& key,
-                                                 const SandboxSpec& spec) {
-  const std::string reference =
-      spec.image_id() ? *spec.image_id() : spec.image().value_or(config_.default_image);
-  images::ImagePin pin = images_.pin(reference);
-  const ResourceLimits& asked = spec.resources();
-  const ResourceLimits& fallback = config_.default_resources;
+                                                 const SandboxSpec& spec,
+                                                 const SnapshotRecord* from) {
   Shape shape;
-  shape.image_id = pin.image().id;
-  shape.rootfs = pin.image().rootfs;
-  const auto disk = asked.disk_bytes ? asked.disk_bytes : fallback.disk_bytes;
-  if (!disk || *disk < (std::uint64_t{16} << 20)) {
-    throw InvalidArgument("resources.disk_bytes: the microvm backend needs a disk of at least "
-                          "16 MiB (it is the guest's root file system)",
-                          "resources.disk_bytes");
+  std::optional<images::ImagePin> pin;
+  json::Json saved;  // a snapshot's own record: its shape and what it was made on
+  if (from == nullptr) {
+    const std::string reference =
+        spec.image_id() ? *spec.image_id() : spec.image().value_or(config_.default_image);
+    pin.emplace(images_.pin(reference));
+    const ResourceLimits& asked = spec.resources();
+    const ResourceLimits& fallback = config_.default_resources;
+    shape.image_id = pin->image().id;
+    shape.rootfs = pin->image().rootfs;
+    const auto disk = asked.disk_bytes ? asked.disk_bytes : fallback.disk_bytes;
+    if (!disk || *disk < (std::uint64_t{16} << 20)) {
+      throw InvalidArgument("resources.disk_bytes: the microvm backend needs a disk of at least "
+                            "16 MiB (it is the guest's root file system)",
+                            "resources.disk_bytes");
+    }
+    shape.disk_bytes = *disk;
+    const auto memory = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
+    if (!memory || *memory < (std::uint64_t{64} << 20)) {
+      throw InvalidArgument("resources.memory_bytes: the microvm backend needs at least 64 MiB "
+                            "of guest memory",
+                            "resources.memory_bytes");
+    }
+    shape.memory_bytes = (*memory >> 20) << 20;
+    const auto cpu = asked.cpu_millis ? asked.cpu_millis : fallback.cpu_millis;
+    shape.vcpus =
+        cpu ? static_cast<unsigned>(std::max<std::uint64_t>(1, (*cpu + 999) / 1000)) : 1;
+  } else {
+    // The snapshot's shape, whatever the spec asks: its memory image holds that much RAM and
+    // that many vCPUs, and its disk that file system.
+    saved = read_snapshot_json(from->id);
+    const json::Json& made = saved.at("microvm");
+    if (made.at("guest").get<std::string>() != guest_identity_) {
+      throw BackendError("snapshot '" + from->id + "' cannot be resumed here",
+                         "it was saved under another QEMU, guest kernel or agent than this "
+                         "backend runs, whose memory image this one cannot load");
+    }
+    pin.emplace(images_.pin(made.at("image_id").get<std::string>()));
+    shape.image_id = pin->image().id;
+    shape.rootfs = pin->image().rootfs;
+    shape.disk_bytes = made.at("disk_bytes").get<std::uint64_t>();
+    shape.memory_bytes = made.at("memory_bytes").get<std::uint64_t>();
+    shape.vcpus = made.at("vcpus").get<unsigned>();
   }
-  shape.disk_bytes = *disk;
-  const auto memory = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
-  if (!memory || *memory < (std::uint64_t{64} << 20)) {
-    throw InvalidArgument("resources.memory_bytes: the microvm backend needs at least 64 MiB of "
-                          "guest memory",
-                          "resources.memory_bytes");
-  }
-  shape.memory_bytes = (*memory >> 20) << 20;
-  const auto cpu = asked.cpu_millis ? asked.cpu_millis : fallback.cpu_millis;
-  shape.vcpus = cpu ? static_cast<unsigned>(std::max<std::uint64_t>(1, (*cpu + 999) / 1000)) : 1;
 
   Record record;
   record.id = id;
@@ -826,7 +985,7 @@ std::shared_ptr<Instance> MicrovmBackend::create(const std::string& id, const Sa
   record.kind = spec.kind();
   record.labels = sandbox_labels(key, spec);
   record.egress_posture = spec.egress_posture();
-  record.image = pin.image().reference;
+  record.image = pin->image().reference;
   record.work_dir = normalize_guest_path(spec.work_dir());
   record.created_at_ms = now_ms();
   record.owner_pid = ::getpid();
@@ -842,50 +1001,84 @@ std::shared_ptr<Instance> MicrovmBackend::create(const std::string& id, const Sa
 
   auto instance = std::make_shared<Instance>();
   instance->record = record;
+  instance->shape = shape;
   try {
     std::unique_lock shapes(shapes_mutex_);
     const fs::path disk_image = ensure_disk_image(shape);
-    const fs::path template_directory =
-        config_.snapshots ? ensure_template(shape, disk_image) : fs::path();
+    const bool from_template = from == nullptr && config_.snapshots;
+    fs::path template_directory;
+    if (from != nullptr) {
+      template_directory = saved.at("microvm").at("base_disk").get<std::string>();
+      template_directory = template_directory.parent_path();
+    } else if (from_template) {
+      template_directory = ensure_template(shape, disk_image);
+    }
     shapes.unlock();
+    if (from != nullptr) {
+      instance->base_disk = saved.at("microvm").at("base_disk").get<std::string>();
+      instance->base_format = saved.at("microvm").at("base_format").get<std::string>();
+      if (::access(instance->base_disk.c_str(), R_OK) != 0) {
+        throw BackendError("snapshot '" + from->id + "' cannot be resumed here",
+                           "the disk it is a layer over is gone: " + instance->base_disk.string());
+      }
+    } else if (from_template) {
+      instance->base_disk = template_directory / "disk.qcow2";
+      instance->base_format = "qcow2";
+    } else {
+      instance->base_disk = disk_image;
+      instance->base_format = "raw";
+    }
     const fs::path layer = vm_directory / "disk.qcow2";
     // The layer is the only host disk a guest writes. Reserved whole (preallocated: its
     // clusters allocated, their subclusters still reading through to the backing file), a
     // guest filling its disk takes nothing more from the host, and a host without the room
     // refuses the acquire here instead of failing the guest's writes later.
-    std::vector<std::string> create = {config_.qemu_img_path.string(), "create", "-q", "-f",
-                                       "qcow2"};
-    if (config_.snapshots) {
-      create.insert(create.end(), {"-F", "qcow2", "-b", (template_directory / "disk.qcow2").string()});
+    const auto make_layer = [&](const fs::path& backing, const std::string& format) {
+      std::vector<std::string> create = {config_.qemu_img_path.string(), "create", "-q", "-f",
+                                         "qcow2", "-F", format, "-b", backing.string()};
+      if (config_.reserve_disk) {
+        create.insert(create.end(),
+                      {"-o", "preallocation=falloc,extended_l2=on,cluster_size=128k"});
+      }
+      create.push_back(layer.string());
+      run_or_throw(create, "make the sandbox's disk layer (qemu-img create)");
+    };
+    if (from != nullptr) {
+      // The snapshot's disk is copied into the sandbox's own layer, which then stands over the
+      // same base: the sandbox never depends on the snapshot's files, which may be deleted
+      // while it runs.
+      make_layer(snapshot_dir(from->id) / "disk.qcow2", "qcow2");
+      run_or_throw({config_.qemu_img_path.string(), "rebase", "-q", "-f", "qcow2", "-F",
+                    instance->base_format, "-b", instance->base_disk.string(), layer.string()},
+                   "copy the snapshot's disk into the sandbox's layer (qemu-img rebase)");
     } else {
-      create.insert(create.end(), {"-F", "raw", "-b", disk_image.string()});
+      make_layer(instance->base_disk, instance->base_format);
     }
-    if (config_.reserve_disk) {
-      create.insert(create.end(), {"-o", "preallocation=falloc,extended_l2=on,cluster_size=128k"});
-    }
-    create.push_back(layer.string());
-    run_or_throw(create, "make the sandbox's disk layer (qemu-img create)");
     ::chown(vm_directory.c_str(), config_.jail_uid, config_.jail_uid);
     ::chown(layer.c_str(), config_.jail_uid, config_.jail_uid);
     ::chmod(vm_directory.c_str(), 0700);
     VmPlan plan = plan_for(shape, vm_directory, make_cgroups(id, shape));
     plan.read_only = {disk_image};
-    if (config_.snapshots) {
-      plan.read_only.push_back(template_directory / "disk.qcow2");
-      plan.incoming.reset(
-          ::open((template_directory / "memory.mig").c_str(), O_RDONLY | O_CLOEXEC));
-      if (!plan.incoming) {
-        throw SystemError("could not open the snapshot", errno,
-                          (template_directory / "memory.mig").string());
-      }
+    if (instance->base_disk != disk_image) plan.read_only.push_back(instance->base_disk);
+    fs::path memory;
+    if (from != nullptr) {
+      memory = snapshot_dir(from->id) / "memory.mig";
+    } else if (from_template) {
+      memory = template_directory / "memory.mig";
+    }
+    if (!memory.empty()) {
+      plan.incoming.reset(::open(memory.c_str(), O_RDONLY | O_CLOEXEC));
+      if (!plan.incoming) throw SystemError("could not open a memory image", errno, memory);
     }
     const auto deadline = Clock::now() + config_.boot_timeout;
     instance->vm = VirtualMachine::start(std::move(plan), deadline);
-    if (config_.snapshots) {
+    if (!memory.empty()) {
       instance->vm->resume(deadline);
     } else {
       instance->vm->await_hello(deadline);
     }
+    // Every VM, booted or restored, gets the time, fresh randomness, its work dir and its
+    // environment now: a restored one wakes with the clock and random state it was saved with.
     GuestSetup setup;
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     setup.realtime_seconds = std::chrono::duration_cast<std::chrono::seconds>(now).count();
@@ -893,7 +1086,7 @@ std::shared_ptr<Instance> MicrovmBackend::create(const std::string& id, const Sa
         std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() % 1000000000;
     setup.seed = random_bytes(kSeedBytes);
     setup.workdir = record.work_dir;
-    setup.environment = environment_for(pin.image());
+    setup.environment = environment_for(pin->image());
     if (spec.egress() == Egress::allowlist) {
       setup.egress_port = kEgressBridgePort;
       const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressBridgePort);
@@ -1000,6 +1193,15 @@ void MicrovmBackend::reclaim_dead_owners() noexcept {
         fs::remove_all(entry.path(), error);
       }
     }
+    // Snapshots a dead process left half-saved (".snap-….staging-<pid>").
+    for (const auto& entry : fs::directory_iterator(base() / "snapshots", error)) {
+      const std::string name = entry.path().filename().string();
+      const auto marker = name.rfind(".staging-");
+      if (name.front() != '.' || marker == std::string::npos) continue;
+      const long pid = std::strtol(name.c_str() + marker + 9, nullptr, 10);
+      if (pid > 0 && pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) == 0) continue;
+      fs::remove_all(entry.path(), error);
+    }
     // Template builds and probes a dead process left half-made.
     for (const auto& entry : fs::directory_iterator(base() / "templates", error)) {
       const std::string name = entry.path().filename().string();
@@ -1060,6 +1262,9 @@ int MicrovmBackend::dispose_scope(std::string_view scope,
         ++disposed;
       }
     }
+    for (const auto& snapshot : list_snapshots()) {
+      if (backend_kit::labels_match(snapshot.labels, wanted)) delete_snapshot(snapshot.id);
+    }
   });
   return disposed;
 }
@@ -1089,6 +1294,7 @@ int MicrovmBackend::purge_all() noexcept {
     for (const auto& id : ids()) {
       if (teardown(id)) ++purged;
     }
+    for (const auto& snapshot : list_snapshots()) delete_snapshot(snapshot.id);
     for (const auto& name : cgroup_names()) {
       const bool builder = name.rfind("t-", 0) == 0 || name.rfind("p-", 0) == 0;
       if (builder) {
@@ -1099,6 +1305,67 @@ int MicrovmBackend::purge_all() noexcept {
     }
   });
   return purged;
+}
+
+// ---- snapshots ----
+
+fs::path MicrovmBackend::snapshot_dir(const std::string& id) const {
+  return base() / "snapshots" / id;
+}
+
+json::Json MicrovmBackend::read_snapshot_json(const std::string& id) const {
+  if (!valid_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
+  std::ifstream in(snapshot_dir(id) / "record.json");
+  if (!in) throw NotFound("no snapshot '" + id + "'");
+  try {
+    return json::Json::parse(in);
+  } catch (const std::exception& error) {
+    throw BackendError("snapshot '" + id + "' has an unreadable record", error.what());
+  }
+}
+
+std::optional<SnapshotRecord> MicrovmBackend::find_snapshot(std::string_view id) {
+  if (!valid_snapshot_id(id)) return std::nullopt;
+  try {
+    return snapshot_from_json(read_snapshot_json(std::string(id)));
+  } catch (const NotFound&) {
+    return std::nullopt;
+  } catch (const std::exception& error) {
+    spdlog::warn("microvm: snapshot {}: {}", id, error_detail(error));
+    return std::nullopt;
+  }
+}
+
+std::vector<SnapshotRecord> MicrovmBackend::list_snapshots() {
+  std::vector<SnapshotRecord> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(base() / "snapshots", error)) {
+    const std::string name = entry.path().filename().string();
+    if (!valid_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
+    if (auto record = find_snapshot(name)) out.push_back(std::move(*record));
+  }
+  return out;
+}
+
+bool MicrovmBackend::delete_snapshot(std::string_view id) noexcept {
+  bool gone = true;
+  backend_kit::contained("microvm", "delete_snapshot", [&] {
+    if (!valid_snapshot_id(id)) return;
+    std::error_code error;
+    fs::remove_all(snapshot_dir(std::string(id)), error);
+    gone = !error;
+  });
+  return gone;
+}
+
+std::shared_ptr<Sandbox> MicrovmBackend::acquire_from_snapshot(const SandboxKey& key,
+                                                               const SandboxSpec& spec,
+                                                               const SnapshotRecord& snapshot) {
+  if (snapshot.backend != "microvm" || !valid_snapshot_id(snapshot.id)) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the microvm backend's",
+                          "snapshot");
+  }
+  return obtain(key, spec, &snapshot);
 }
 
 }  // namespace airlock::microvm_backend

@@ -301,6 +301,7 @@ std::unique_ptr<VirtualMachine> VirtualMachine::start(VmPlan plan, Clock::time_p
   vm->leash_ = std::move(leash_write);
   vm->status_ = std::move(status_read);
   vm->directory_ = plan.directory;
+  vm->disk_ = plan.disk;
   leash_read.reset();
   status_write.reset();
   port_there.reset();
@@ -399,7 +400,7 @@ json::Json VirtualMachine::qmp(const std::string& command, json::Json arguments,
     }
     pollfd watch{monitor_.get(), POLLIN, 0};
     if (::poll(&watch, 1, remaining_ms(deadline)) <= 0) {
-      throw BackendError("QEMU's monitor did not answer in time", command);
+      throw BackendError("QEMU's monitor did not answer " + command + " in time", command);
     }
     char buffer[8192];
     const ssize_t got = ::read(monitor_.get(), buffer, sizeof buffer);

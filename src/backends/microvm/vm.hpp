@@ -96,6 +96,7 @@ class VirtualMachine {
   void save_snapshot(int file, Clock::time_point deadline);
 
   std::shared_ptr<PortChannel> channel() const { return channel_; }
+  const std::filesystem::path& disk() const noexcept { return disk_; }
   pid_t jail_pid() const noexcept { return jail_; }
   // What the guest's console last said (for a failed boot's message).
   std::string console_tail();
@@ -120,6 +121,7 @@ class VirtualMachine {
   std::mutex monitor_mutex_;
   std::shared_ptr<PortChannel> channel_;
   std::filesystem::path directory_;
+  std::filesystem::path disk_;
   bool reaped_ = false;
 };
 

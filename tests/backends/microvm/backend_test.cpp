@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "airlock/backends/microvm.hpp"
+#include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
 #include "airlock/images.hpp"
 #include "airlock/sandbox.hpp"
@@ -338,6 +339,57 @@ TEST_F(Microvm, ASigkilledOwnerLeavesNothingRunningAndTheNextBackendReclaimsIt) 
     }
   }
   EXPECT_EQ(cgroups, 0u);
+}
+
+// Two forks of one snapshot wake from one memory image: each gets the time and fresh
+// randomness before anything runs, and what the snapshot holds (the guest's memory, its disk)
+// is root's alone on the host.
+TEST_F(Microvm, ForksOfASnapshotDrawDifferentBytesAndTheSnapshotIsRootsAlone) {
+  const SandboxKey source = key("fork-source");
+  auto sandbox = backend_->acquire(source, spec());
+  ASSERT_EQ(sh(*sandbox, "echo kept > /root/kept").exit_code, 0);
+  const SnapshotRecord saved = sandbox->snapshot();
+  EXPECT_EQ(saved.content, SnapshotContent::filesystem_and_memory);
+  EXPECT_GT(saved.bytes, std::uint64_t{1} << 20);
+  const fs::path directory = shared().state / "microvm" / "snapshots" / saved.id;
+  struct stat info {};
+  ASSERT_EQ(::stat(directory.c_str(), &info), 0);
+  EXPECT_EQ(info.st_uid, 0u);
+  EXPECT_EQ(info.st_mode & 0777, 0700u);
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    ASSERT_EQ(::stat(entry.path().c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0077, 0u) << entry.path() << " is open to others";
+  }
+  // The source runs on after its snapshot.
+  EXPECT_EQ(sh(*sandbox, "cat /root/kept").stdout_text(), "kept\n");
+  auto left = backend_->acquire_from_snapshot(key("fork-left"), spec(), saved);
+  auto right = backend_->acquire_from_snapshot(key("fork-right"), spec(), saved);
+  const std::string draw = "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'";
+  const auto a = sh(*left, draw);
+  const auto b = sh(*right, draw);
+  ASSERT_EQ(a.stdout_text().size(), 64u) << a.stderr_text();
+  EXPECT_NE(a.stdout_text(), b.stdout_text());
+  EXPECT_EQ(sh(*right, "cat /root/kept").stdout_text(), "kept\n");
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  EXPECT_LT(std::labs(std::stol(sh(*left, "date +%s").stdout_text()) - now), 30);
+  // Deleting the snapshot leaves its forks whole: each fork's layer holds its own copy of the
+  // snapshot's disk, over the template, and names nothing of the snapshot.
+  const fs::path layer = shared().state / "microvm" / "sandboxes" /
+                         sandbox_identity(key("fork-left"), "test", "closed") / "vm" /
+                         "disk.qcow2";
+  const std::string chain_command =
+      "qemu-img info -U --backing-chain " + layer.string() + " > " +
+      (shared().root / "chain.txt").string();
+  ASSERT_EQ(std::system(chain_command.c_str()), 0);
+  const std::string chain = read_file(shared().root / "chain.txt");
+  EXPECT_NE(chain.find("templates/"), std::string::npos) << chain;
+  EXPECT_EQ(chain.find("snapshots/"), std::string::npos) << chain;
+  EXPECT_TRUE(backend_->delete_snapshot(saved.id));
+  EXPECT_FALSE(fs::exists(directory));
+  EXPECT_EQ(sh(*left, "echo more > /root/more && sync && cat /root/kept /root/more").stdout_text(),
+            "kept\nmore\n");
 }
 
 // A local user who can guess where root will keep a state directory plants a link there: root
