@@ -364,41 +364,6 @@ bool valid_snapshot_id(std::string_view id) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-json::Json snapshot_json(const SnapshotRecord& record) {
-  return {{"id", record.id},
-          {"backend", record.backend},
-          {"content", std::string(to_string(record.content))},
-          {"kind", record.kind},
-          {"egress_posture", record.egress_posture},
-          {"image", record.image},
-          {"work_dir", record.work_dir},
-          {"labels", record.labels},
-          {"source_instance_id", record.source_instance_id},
-          {"bytes", record.bytes},
-          {"created_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                record.created_at.time_since_epoch())
-                                .count()}};
-}
-
-SnapshotRecord snapshot_from_json(const json::Json& value) {
-  SnapshotRecord record;
-  record.id = value.at("id").get<std::string>();
-  record.backend = value.at("backend").get<std::string>();
-  record.content = value.at("content").get<std::string>() == "filesystem+memory"
-                       ? SnapshotContent::filesystem_and_memory
-                       : SnapshotContent::filesystem;
-  record.kind = value.at("kind").get<std::string>();
-  record.egress_posture = value.at("egress_posture").get<std::string>();
-  record.image = value.at("image").get<std::string>();
-  record.work_dir = value.at("work_dir").get<std::string>();
-  record.labels = value.at("labels").get<std::map<std::string, std::string>>();
-  record.source_instance_id = value.at("source_instance_id").get<std::string>();
-  record.bytes = value.at("bytes").get<std::uint64_t>();
-  record.created_at = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(value.at("created_at_ms").get<std::int64_t>()));
-  return record;
-}
-
 }  // namespace
 
 // ---- MicrovmSandbox ----
@@ -496,7 +461,7 @@ SnapshotRecord MicrovmSandbox::snapshot() {
     ::chmod((staging / file).c_str(), 0600);  // qemu-img makes its files 0644
     record.bytes += static_cast<std::uint64_t>(fs::file_size(staging / file, error));
   }
-  json::Json value = snapshot_json(record);
+  json::Json value = json::to_json(record);
   value["microvm"] = {{"image_id", instance_->shape.image_id},
                       {"disk_bytes", instance_->shape.disk_bytes},
                       {"memory_bytes", instance_->shape.memory_bytes},
@@ -1346,7 +1311,8 @@ json::Json MicrovmBackend::read_snapshot_json(const std::string& id) const {
 std::optional<SnapshotRecord> MicrovmBackend::find_snapshot(std::string_view id) {
   if (!valid_snapshot_id(id)) return std::nullopt;
   try {
-    return snapshot_from_json(read_snapshot_json(std::string(id)));
+    return json::parse_snapshot_record(read_snapshot_json(std::string(id)),
+                                       "snapshot " + std::string(id));
   } catch (const NotFound&) {
     return std::nullopt;
   } catch (const std::exception& error) {
