@@ -280,9 +280,7 @@ bool Writer::entry(int directory, const std::string& name, unsigned long device,
       if (!file || ::fstat(file.get(), &opened) != 0) return fail(outcome, errno, "open " + path);
       if (!same(opened)) return fail(outcome, EAGAIN, path + " changed while it was captured");
       if (opened.st_nlink > 1) {
-        const auto known = std::find_if(links_.begin(), links_.end(), [&](const auto& link) {
-          return link.first == static_cast<std::uint64_t>(opened.st_ino);
-        });
+        const auto known = links_.find(static_cast<std::uint64_t>(opened.st_ino));
         if (known != links_.end()) {
           record = "H";
           put_name(record, name);
@@ -294,7 +292,7 @@ bool Writer::entry(int directory, const std::string& name, unsigned long device,
       std::uint32_t link = 0;
       if (opened.st_nlink > 1) {
         link = next_link_++;
-        links_.emplace_back(static_cast<std::uint64_t>(opened.st_ino), link);
+        links_.emplace(static_cast<std::uint64_t>(opened.st_ino), link);
       }
       const auto size = static_cast<std::uint64_t>(opened.st_size);
       record = "F";

@@ -46,6 +46,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 struct stat;
@@ -117,7 +118,7 @@ class Writer {
   std::uint64_t max_bytes_;
   std::uint64_t written_ = 0;
   std::uint32_t next_link_ = 1;
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> links_;  // inode → link id
+  std::unordered_map<std::uint64_t, std::uint32_t> links_;  // inode → link id
   Counts counts_;
   std::string buffer_;
 };
