@@ -1072,7 +1072,7 @@ int LinuxBackend::purge_all() noexcept {
       if (id.rfind("pool-", 0) == 0) store_.forget_lock(id);
       if (record) ++count;
     }
-    for (const auto& snapshot : snapshots_.list()) snapshots_.remove(snapshot.id);
+    snapshots_.remove_all();
     snapshots_.reclaim_staging();
   } catch (const std::exception& error) {
     spdlog::warn("linux: purge failed: {}", error_detail(error));
@@ -1115,11 +1115,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire_from_snapshot(const SandboxKey& k
   const ResourceLimits resources = effective_resources(spec);
   const std::string image_reference =
       spec.image_id() ? *spec.image_id() : (spec.image() ? *spec.image() : config_->default_image);
-  if (spec.work_dir() != snapshot.work_dir) {
-    throw InvalidArgument("snapshot '" + snapshot.id + "' was taken with work_dir '" +
-                              snapshot.work_dir + "'; it is resumed only there",
-                          "work_dir");
-  }
+
   const std::string id = sandbox_identity(key, spec.kind(), spec.egress_posture());
   auto mutex = identity_mutex(id);
   std::lock_guard in_process(*mutex);
@@ -1133,13 +1129,23 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire_from_snapshot(const SandboxKey& k
     reclaim_orphaned_pool();
     snapshots_.reclaim_staging();
   });
+  // The stored record, not the caller's copy, says whose it is (the router checked too).
+  const auto stored = snapshots_.find(snapshot.id);
+  if (!stored || !snapshot_belongs_to(*stored, key)) {
+    throw NotFound("no snapshot '" + snapshot.id + "' in this conversation");
+  }
   // Opened before anything is disposed of: a snapshot deleted meanwhile is NotFound, and one
   // deleted from here on is still read whole.
   base::UniqueFd stream = snapshots_.open_stream(snapshot.id);
+  if (spec.work_dir() != stored->work_dir) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' was taken with work_dir '" +
+                              stored->work_dir + "'; it is resumed only there",
+                          "work_dir");
+  }
   const ResolvedImage image = resolve(image_reference);
-  if (image.reference != snapshot.image) {
+  if (image.reference != stored->image) {
     throw InvalidArgument("snapshot '" + snapshot.id + "' holds what was written over image '" +
-                              snapshot.image + "'; the spec's image is '" + image.reference +
+                              stored->image + "'; the spec's image is '" + image.reference +
                               "', over which it would not be the same files",
                           "image");
   }

@@ -345,6 +345,20 @@ bool SnapshotStore::remove(std::string_view id) const noexcept {
   }
 }
 
+void SnapshotStore::remove_all() const noexcept {
+  try {
+    base::UniqueFd snapshots = open_directory(false);
+    if (!snapshots) return;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
+      const std::string name = entry.path().filename().string();
+      if (valid_snapshot_id(name)) (void)remove_tree(snapshots.get(), name);
+    }
+  } catch (const std::exception& error) {
+    spdlog::warn("linux: removing every snapshot failed: {}", error_detail(error));
+  }
+}
+
 base::UniqueFd SnapshotStore::open_stream(const std::string& id) const {
   if (!valid_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
   base::UniqueFd snapshots = open_directory(false);

@@ -66,6 +66,8 @@ class SnapshotStore {
   std::vector<SnapshotRecord> list() const;
   // True when nothing of it is left.
   bool remove(std::string_view id) const noexcept;
+  // Every snapshot directory, readable record or not (purge).
+  void remove_all() const noexcept;
   // The stream of a snapshot to resume, opened (an open stream stays readable when the snapshot
   // is deleted meanwhile). NotFound when it is gone.
   base::UniqueFd open_stream(const std::string& id) const;
