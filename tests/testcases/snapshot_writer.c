@@ -1,4 +1,4 @@
-// Writes two files, a.dat then b.dat, over and over, each with one pwrite of a 256 KiB block
+// Writes two files, a.dat then b.dat, over and over, each with one pwrite of a 2 MiB block
 // stamped with a counter n: at every instant a.dat holds n and b.dat holds n or n-1, and each
 // file is one whole block. A snapshot taken while this runs must show exactly such an instant.
 #include <fcntl.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BLOCK (256 * 1024)
+#define BLOCK (2 * 1024 * 1024)
 
 static void put(const char* name, const char* block) {
   int fd = open(name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);

@@ -425,13 +425,13 @@ TEST_F(SnapshotTest, AFrozenCaptureIsConsistentWhileTheGuestKeepsWriting) {
   const std::string writer = install_testcase(*sandbox, "snapshot_writer");
   out(*sandbox, writer + " </dev/null >/dev/null 2>&1 &");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  constexpr std::size_t kBlock = 256 * 1024;
-  for (int round = 0; round < 3; ++round) {
+  constexpr std::size_t kBlock = 2 * 1024 * 1024;
+  for (int round = 0; round < 12; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     const SnapshotRecord record = take(*sandbox);
     auto fork = resume(record, SandboxKey{key_.scope, key_.thread_id, "/fork"});
-    const std::string a = fork->read_file("a.dat", kWork, 1 << 20);
-    const std::string b = fork->read_file("b.dat", kWork, 1 << 20);
+    const std::string a = fork->read_file("a.dat", kWork, 8 << 20);
+    const std::string b = fork->read_file("b.dat", kWork, 8 << 20);
     ASSERT_EQ(a.size(), kBlock);
     ASSERT_EQ(b.size(), kBlock);
     std::uint32_t na = 0, nb = 0;
@@ -444,9 +444,9 @@ TEST_F(SnapshotTest, AFrozenCaptureIsConsistentWhileTheGuestKeepsWriting) {
     backend_->delete_snapshot(record.id);
   }
   // Thawed: the writer runs on.
-  const std::string first = sandbox->read_file("a.dat", kWork, 1 << 20).substr(0, 4);
+  const std::string first = sandbox->read_file("a.dat", kWork, 8 << 20).substr(0, 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_NE(sandbox->read_file("a.dat", kWork, 1 << 20).substr(0, 4), first)
+  EXPECT_NE(sandbox->read_file("a.dat", kWork, 8 << 20).substr(0, 4), first)
       << "the guest stayed frozen";
 }
 
@@ -502,6 +502,11 @@ TEST_F(SnapshotTest, OneConversationsSnapshotNeverReachesAnothersSandbox) {
     EXPECT_THROW(router.resume(stranger, spec(), first.id), NotFound);
     EXPECT_THROW(router.delete_snapshot(stranger, first.id), NotFound);
   }
+  // Below the router too: the backend reads whose a snapshot is from its own record, not from
+  // the record a caller hands it.
+  SnapshotRecord forged = first;
+  forged.labels = second.labels;
+  EXPECT_THROW(backend_->acquire_from_snapshot(theirs, spec(), forged), NotFound);
   auto resumed = router.resume(theirs, spec(), second.id);
   audit_.track(std::dynamic_pointer_cast<LinuxSandbox>(resumed)->record());
   audit_.track(std::dynamic_pointer_cast<LinuxSandbox>(a)->record());
@@ -537,10 +542,16 @@ TEST_F(SnapshotTest, NothingIsLeftAfterDisposeScopeOrPurge) {
   const fs::path staging = state_->path() / "linux" / "snapshots" /
                            ".snap-0123456789abcdef01234567.staging-999999999";
   fs::create_directories(staging / "inner");
+  // And a snapshot whose record cannot be read any more: no conversation matches it, a purge
+  // still removes it.
+  const fs::path broken = snapshot_dir("snap-abcdefabcdefabcdefabcdef");
+  fs::create_directories(broken);
+  write_text(broken / "record.json", "{ not json");
   kept.reset();
   backend_->purge_all();
   EXPECT_FALSE(backend_->find_snapshot(theirs.id));
   EXPECT_FALSE(fs::exists(staging));
+  EXPECT_FALSE(fs::exists(broken));
   EXPECT_TRUE(backend_->list_snapshots().empty());
 }
 
