@@ -147,10 +147,20 @@ Freeze::~Freeze() {
   }
 }
 
+namespace {
+std::uint64_t reserve_of(std::uint64_t total) {
+  return std::clamp<std::uint64_t>(total / 20, std::uint64_t{64} << 20, std::uint64_t{1} << 30);
+}
+}  // namespace
+
+std::uint64_t room_for(std::uint64_t available, std::uint64_t total) {
+  const std::uint64_t reserve = reserve_of(total);
+  return available > reserve ? available - reserve : 0;
+}
+
 std::optional<std::string> room_refusal(std::uint64_t available, std::uint64_t total,
                                         std::uint64_t needed) {
-  const std::uint64_t reserve =
-      std::clamp<std::uint64_t>(total / 20, std::uint64_t{64} << 20, std::uint64_t{1} << 30);
+  const std::uint64_t reserve = reserve_of(total);
   if (available >= needed && available - needed >= reserve) return std::nullopt;
   return "the snapshot may take up to " + std::to_string(needed >> 20) + " MiB and the disk " +
          "holding the state directory has " + std::to_string(available >> 20) +
@@ -233,18 +243,20 @@ SnapshotRecord SnapshotStore::capture(const RecordFile& source, int storage) con
     if (!stage || ::fstatvfs(stage.get(), &disk) != 0) {
       throw BackendError("the snapshot could not be saved", base::errno_error("open", staging));
     }
-    if (auto refusal = room_refusal(static_cast<std::uint64_t>(disk.f_bavail) * disk.f_frsize,
-                                    static_cast<std::uint64_t>(disk.f_blocks) * disk.f_frsize,
-                                    needed)) {
+    const std::uint64_t available = static_cast<std::uint64_t>(disk.f_bavail) * disk.f_frsize;
+    const std::uint64_t total = static_cast<std::uint64_t>(disk.f_blocks) * disk.f_frsize;
+    if (auto refusal = room_refusal(available, total, needed)) {
       throw BackendError("there is no room on the host for this snapshot", *refusal);
     }
+    // The stream stops at the storage's size, or sooner where the host disk's reserve begins.
+    const std::uint64_t room = room_for(available, total);
+    const std::uint64_t bound = std::min(storage_bytes, room);
     base::UniqueFd stream(::openat(stage.get(), kStreamFile,
                                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!stream) {
       throw BackendError("the snapshot could not be saved", base::errno_error("open", kStreamFile));
     }
-    snapshot_stream::Writer writer(stream.get(), {source.uid_base, kIdsPerSandbox},
-                                   storage_bytes);
+    snapshot_stream::Writer writer(stream.get(), {source.uid_base, kIdsPerSandbox}, bound);
     snapshot_stream::Outcome outcome = writer.start();
     {
       // Nothing of the guest runs while its storage is read: the copy is of one instant.
@@ -257,6 +269,12 @@ SnapshotRecord SnapshotStore::capture(const RecordFile& source, int storage) con
     }
     if (!outcome) {
       const std::string detail = outcome.what + ": " + base::errno_text(outcome.error);
+      if (outcome.error == EFBIG && bound < storage_bytes) {
+        throw BackendError("there is no room on the host for this snapshot",
+                           "it grew past what the disk holding the state directory can take "
+                           "and keep its reserve (" +
+                               std::to_string(room >> 20) + " MiB)");
+      }
       if (outcome.error == EFBIG) {
         throw BackendError("the snapshot would be larger than the sandbox's storage", detail);
       }

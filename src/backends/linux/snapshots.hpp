@@ -51,6 +51,10 @@ std::string freezer_of(const std::vector<std::string>& cgroups);
 // system (at most 1 GiB, at least 64 MiB) free.
 std::optional<std::string> room_refusal(std::uint64_t available, std::uint64_t total,
                                         std::uint64_t needed);
+// What a snapshot may write on that file system and still leave the reserve: the stream's
+// bound when it is smaller than the sandbox's storage (a sparse file is stored whole, so what
+// the storage uses is not a bound on the stream).
+std::uint64_t room_for(std::uint64_t available, std::uint64_t total);
 
 class SnapshotStore {
  public:

@@ -270,6 +270,9 @@ TEST(SnapshotRoom, TheHostDiskKeepsAReserveAfterASnapshot) {
   EXPECT_TRUE(room_refusal(50 * MiB, 100'000 * MiB, 100 * MiB)) << "it does not fit";
   EXPECT_TRUE(room_refusal(100 * MiB, 1'000 * MiB, 50 * MiB)) << "under the 64 MiB floor";
   EXPECT_FALSE(room_refusal(200 * MiB, 1'000 * MiB, 50 * MiB));
+  // While it is written, the stream stops where the reserve begins.
+  EXPECT_EQ(room_for(10'000 * MiB, 100'000 * MiB), 10'000 * MiB - 1'024 * MiB);
+  EXPECT_EQ(room_for(60 * MiB, 1'000 * MiB), 0u);
 }
 
 TEST(SnapshotIds, OnlySnapPlusTwentyFourHexDigitsNamesASnapshot) {
@@ -458,6 +461,19 @@ TEST_F(SnapshotTest, AFailedCaptureThawsTheGuestAndLeavesNothing) {
   EXPECT_EQ(out(*sandbox, "echo running"), "running\n");
   EXPECT_TRUE(fs::is_empty(state_->path() / "linux" / "snapshots"))
       << "a failed capture left its staging directory";
+}
+
+TEST_F(SnapshotTest, ASparseFileLargerThanTheStorageMakesTheSnapshotRefusedNotTheHostFull) {
+  const SandboxSpec small = spec("test", [](SandboxSpec::Fields& fields) {
+    fields.resources.disk_bytes = std::uint64_t{8} << 20;
+  });
+  auto sandbox = acquire(small);
+  // No blocks in the storage, 64 GiB to a reader: stored whole, it would be 8000 times the
+  // storage.
+  out(*sandbox, "truncate -s 64G sparse");
+  EXPECT_THROW(take(*sandbox), BackendError);
+  EXPECT_TRUE(fs::is_empty(state_->path() / "linux" / "snapshots"));
+  EXPECT_EQ(out(*sandbox, "echo running"), "running\n");
 }
 
 TEST_F(SnapshotTest, ASnapshotIsNeverLargerThanTheSandboxsStorageAndIsRootsOnly) {
