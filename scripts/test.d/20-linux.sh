@@ -42,8 +42,9 @@ snap=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["id"]
 [[ $snap =~ ^snap-[0-9a-f]{24}$ ]] || fail "run --snapshot printed no snapshot id: $saved"
 [[ $(linux_run --scope e2e-snap --thread one --from-snapshot "$snap" -- cat kept.txt) == kept ]] \
   || fail "run --from-snapshot did not hold the saved file"
-linux_run --scope e2e-snap --thread two --from-snapshot "$snap" -- true 2>/dev/null \
-  && fail "another thread resumed the snapshot" || true
+if linux_run --scope e2e-snap --thread two --from-snapshot "$snap" -- true 2>/dev/null; then
+  fail "another thread resumed the snapshot"
+fi
 "$airlock" snapshot rm --backend-config "$config" "$snap" >/dev/null || fail "snapshot rm"
 [[ -z $(find "$state/linux/snapshots" -mindepth 1) ]] || fail "snapshot rm left files behind"
 
