@@ -410,6 +410,26 @@ TEST_F(SnapshotImageTest, AWhiteoutSurvivesSoAnImageFileDeletedBeforeTheSnapshot
                InvalidArgument);
 }
 
+TEST_F(SnapshotTest, AResumeRunsUnderTheSpecsLimitsNotTheSnapshots) {
+  auto sandbox = acquire(spec());
+  sandbox->write_file("kept.txt", "kept\n", kWork);
+  const SnapshotRecord record = take(*sandbox);
+  const SandboxSpec smaller = spec("test", [](SandboxSpec::Fields& fields) {
+    fields.resources.disk_bytes = std::uint64_t{32} << 20;
+    fields.resources.memory_bytes = std::uint64_t{96} << 20;
+  });
+  auto resumed = resume(record, std::nullopt, smaller);
+  EXPECT_EQ(out(*resumed, "cat kept.txt; df -k /tmp | awk 'NR==2 {print $2}'"), "kept\n32768\n");
+  std::string limit;
+  for (const auto& cgroup : resumed->record().cgroups) {
+    for (const char* file : {"/memory.limit_in_bytes", "/memory.max"}) {
+      const std::string text = read_text(cgroup + file);
+      if (!text.empty()) limit = text;
+    }
+  }
+  EXPECT_EQ(limit, std::to_string(std::uint64_t{96} << 20) + "\n");
+}
+
 TEST_F(SnapshotTest, TwoForksOfOneSnapshotDiverge) {
   auto source = acquire(spec());
   out(*source, "echo source > shared.txt");
