@@ -53,39 +53,6 @@ bool reports_frozen(const std::string& directory) {
   return events.find("frozen 1") != std::string::npos;
 }
 
-json::Json record_json(const SnapshotRecord& record) {
-  return {{"id", record.id},
-          {"backend", record.backend},
-          {"content", std::string(to_string(record.content))},
-          {"kind", record.kind},
-          {"egress_posture", record.egress_posture},
-          {"image", record.image},
-          {"work_dir", record.work_dir},
-          {"labels", record.labels},
-          {"source_instance_id", record.source_instance_id},
-          {"bytes", record.bytes},
-          {"created_at_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                                record.created_at.time_since_epoch())
-                                .count()}};
-}
-
-SnapshotRecord record_from_json(const json::Json& value) {
-  SnapshotRecord record;
-  record.id = value.at("id").get<std::string>();
-  record.backend = value.at("backend").get<std::string>();
-  record.content = SnapshotContent::filesystem;
-  record.kind = value.at("kind").get<std::string>();
-  record.egress_posture = value.at("egress_posture").get<std::string>();
-  record.image = value.at("image").get<std::string>();
-  record.work_dir = value.at("work_dir").get<std::string>();
-  record.labels = value.at("labels").get<std::map<std::string, std::string>>();
-  record.source_instance_id = value.at("source_instance_id").get<std::string>();
-  record.bytes = value.at("bytes").get<std::uint64_t>();
-  record.created_at = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(value.at("created_at_ms").get<std::int64_t>()));
-  return record;
-}
-
 // Writes a new file of `text` (0600) beneath `directory`.
 void write_new_file(int directory, const char* name, const std::string& text) {
   base::UniqueFd fd(
@@ -286,7 +253,7 @@ SnapshotRecord SnapshotStore::capture(const RecordFile& source, int storage) con
     }
     record.bytes = writer.written();
     const snapshot_stream::Counts& counts = writer.counts();
-    json::Json value = record_json(record);
+    json::Json value = json::to_json(record);
     value["linux"] = {{"stream_format", 1},
                       {"root", host_root ? "host" : "directory"},
                       {"sections", json::Json::array({kept, "tmp"})},
@@ -331,7 +298,8 @@ std::optional<SnapshotRecord> SnapshotStore::find(std::string_view id) const {
       text.append(buffer, static_cast<std::size_t>(got));
       if (text.size() > (1u << 20)) return std::nullopt;
     }
-    SnapshotRecord record = record_from_json(json::Json::parse(text));
+    SnapshotRecord record =
+        json::parse_snapshot_record(json::Json::parse(text), "snapshot " + std::string(id));
     if (record.id != id || record.backend != "linux") return std::nullopt;
     return record;
   } catch (const std::exception& error) {
