@@ -163,7 +163,9 @@ TEST(DaemonSnapshots, AnotherConversationsSnapshotIsTheSame404AsOneThatNeverExis
     const std::string query = "scope=" + url_encode(stranger["scope"].get<std::string>()) +
                               "&thread_id=" + url_encode(stranger["thread_id"].get<std::string>());
     same_refusal(fixture.remove(id, query), fixture.remove(never, query), "delete by " + who);
-    for (const auto& listed : fixture.list(query).json()["snapshots"]) {
+    // The listing held by name: a range over a member of a temporary outlives the temporary.
+    const json::Json listing = fixture.list(query).json();
+    for (const auto& listed : listing["snapshots"]) {
       EXPECT_NE(listed["id"], id) << who << " lists another conversation's snapshot";
     }
   }
@@ -293,18 +295,28 @@ TEST(DaemonSnapshots, AResumeWaitsForTheCommandItsSandboxRuns) {
   auto sandbox = fixture.sandbox_of(instance);
   ASSERT_NE(sandbox, nullptr);
 
-  std::atomic<Clock::rep> exec_done{0};
-  auto running = std::async(std::launch::async, [&] {
-    Reply reply = fixture.exec(handle, {{"shell", "sleep 1"}});
-    exec_done = Clock::now().time_since_epoch().count();
-    return reply;
-  });
+  auto running = std::async(std::launch::async,
+                            [&] { return fixture.exec(handle, {{"shell", "sleep 1"}}); });
   ASSERT_TRUE(eventually([&] { return sandbox->commands_running() == 1; }));
+  // Watched on the backend, not by when each reply reaches the client (the two replies race):
+  // a resume seen done while the command is still seen running is a resume under it. The
+  // resume is read first, so "running" is observed after it.
+  std::atomic<bool> watching{true};
+  std::atomic<bool> overlapped{false};
+  auto watcher = std::async(std::launch::async, [&] {
+    while (watching) {
+      const bool resumed = !fixture.in_process->resumed_snapshots().empty();
+      if (resumed && sandbox->commands_running() > 0) overlapped = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   const Reply resumed = fixture.resume(key, id);
-  const auto resumed_at = Clock::now().time_since_epoch().count();
-  ASSERT_EQ(resumed.status, 200) << resumed.body;
   EXPECT_EQ(running.get().status, 200);
-  EXPECT_LE(exec_done.load(), resumed_at) << "the resume replaced the sandbox under its command";
+  watching = false;
+  watcher.get();
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(fixture.in_process->resumed_snapshots().size(), 1u);
+  EXPECT_FALSE(overlapped) << "the resume replaced the sandbox under its command";
   EXPECT_NE(resumed.json()["instance_id"], instance);
 }
 
