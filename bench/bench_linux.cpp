@@ -7,6 +7,8 @@
 //      measured and reported beside it)
 //   warm `exec true`                   ≤ 1.1 × host fork+exec
 //   8 MiB write_file / read_file       ≥ 2 GB/s each way
+//   snapshot, and resume + first exec  a sandbox's own files (frozen) and a new sandbox from
+//                                      them, beside a cold acquire of the same backend
 // runc and crun (one-shot bundles, as an engine runs them) are reported beside bwrap when they
 // can run here. Cold runs are interleaved with the floor and the peers, so all meet the same
 // machine state (network namespace teardown is asynchronous and slows whatever comes next).
@@ -77,6 +79,57 @@ ExecOptions quick_options() {
   options.working_directory = kDefaultWorkDir;
   options.timeout = std::chrono::seconds(30);
   return options;
+}
+
+// Snapshots (files only: the storage, frozen): saving a sandbox that holds a 1 MiB random file
+// and a hundred small ones, and resuming it into a new sandbox (+ its first exec), interleaved
+// with a cold acquire of the same backend (+ its first exec) so all three meet the same load.
+void run_linux_snapshots(BenchRun& run, SandboxBackend& backend, const SandboxSpec& spec,
+                         const std::string& salt) {
+  const ExecOptions options = quick_options();
+  const std::string scope = "bench-snapshot-" + salt;
+  auto source = backend.acquire({scope, "source", "a"}, spec);
+  source->exec(Command::shell("head -c 1048576 /dev/urandom > blob; mkdir many; "
+                              "for i in $(seq 100); do echo $i > many/$i; done"),
+               options);
+  Stats saving{"linux snapshot (files: 1 MiB + 100 small)", "ms", {}};
+  Stats resuming{"linux resume from snapshot + first exec true", "ms", {}};
+  Stats cold{"linux cold acquire + first exec true (beside the snapshots)", "ms", {}};
+  std::uint64_t snapshot_bytes = 0;
+  for (int i = -1; i < run.iterations(20); ++i) {
+    auto start = BenchClock::now();
+    const SnapshotRecord saved = source->snapshot();
+    const double save_ms = elapsed_ms(start);
+    snapshot_bytes = saved.bytes;
+    const SandboxKey fork{scope, "source", "fork-" + std::to_string(i + 1)};
+    start = BenchClock::now();
+    auto resumed = backend.acquire_from_snapshot(fork, spec, saved);
+    resumed->exec(Command::argv({"true"}), options);
+    const double resume_ms = elapsed_ms(start);
+    resumed.reset();
+    backend.dispose(fork);
+    backend.delete_snapshot(saved.id);
+    const SandboxKey fresh{scope, "cold-" + std::to_string(i + 1), "a"};
+    start = BenchClock::now();
+    auto sandbox = backend.acquire(fresh, spec);
+    sandbox->exec(Command::argv({"true"}), options);
+    const double cold_ms = elapsed_ms(start);
+    sandbox.reset();
+    backend.dispose(fresh);
+    if (i < 0) continue;  // warm-up
+    saving.samples.push_back(save_ms);
+    resuming.samples.push_back(resume_ms);
+    cold.samples.push_back(cold_ms);
+  }
+  source.reset();
+  backend.dispose_scope(scope, std::nullopt);
+  const Stats save_stats = run.record(saving);
+  const Stats resume_stats = run.record(resuming);
+  const Stats cold_stats = run.record(cold);
+  run.ratio("linux snapshot / cold acquire+exec", save_stats, cold_stats, std::nullopt);
+  run.ratio("linux resume+exec / cold acquire+exec", resume_stats, cold_stats, std::nullopt);
+  run.record(Stats{"linux snapshot size (1 MiB random file + 100 small)", "KiB",
+                   {static_cast<double>(snapshot_bytes >> 10)}});
 }
 
 void run_linux_group(BenchRun& run) {
@@ -287,6 +340,7 @@ void run_linux_group(BenchRun& run) {
   const Stats target = run.record(gigabytes);
   run.ratio("linux write_file 8 MiB / 2 GB/s", files_in_stats, target, 1.0, false);
   run.ratio("linux read_file 8 MiB / 2 GB/s", files_out_stats, target, 1.0, false);
+  run_linux_snapshots(run, *backend, spec, salt);
   pool_backend->purge_all();
   pool_backend.reset();
   backend->purge_all();
@@ -297,7 +351,7 @@ const bool kLinuxBenchGroup = register_bench_group(
     "linux",
     "linux backend: cold (warm pool hit and miss) and warm exec vs the clone+pivot_root floor, "
     "host fork+exec, bwrap, runc and crun; "
-    "8 MiB file throughput",
+    "8 MiB file throughput; snapshot and resume beside a cold acquire",
     run_linux_group);
 
 }  // namespace
