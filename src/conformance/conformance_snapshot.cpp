@@ -147,11 +147,12 @@ void processes_survive_a_resume(Suite& s, std::string& note) {
   const SandboxKey key = s.key("t1", "/agent-memory");
   auto sandbox = s.router.acquire(key, s.spec());
   // A process started by one exec that outlives it, counting in memory only: its count keeps
-  // climbing after a resume only if the process itself came back.
+  // climbing after a resume only if the process itself came back. Each count replaces the file
+  // whole (a read never meets it truncated and not yet written).
   const ExecResult started = s.shell(
       *sandbox,
-      "sh -c 'n=0; while :; do n=$((n+1)); echo $n > counter; sleep 0.2; done' "
-      "</dev/null >/dev/null 2>&1 & echo $!");
+      "sh -c 'n=0; while :; do n=$((n+1)); echo $n > counter.new; mv counter.new counter; "
+      "sleep 0.2; done' </dev/null >/dev/null 2>&1 & echo $!");
   check(started.exit_code == 0, "the background process did not start");
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
   const std::string pid = started.stdout_text().substr(0, started.stdout_text().find('\n'));
