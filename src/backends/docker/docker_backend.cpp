@@ -322,6 +322,12 @@ std::shared_ptr<Sandbox> DockerBackend::obtain(const SandboxKey& key, const Sand
     remove_egress(engine, name);
   }
   auto existing = inspect_container(client, name);
+  // A resume never adopts: a container of this name now is another process's, without the
+  // snapshot's files.
+  if (from != nullptr && existing) {
+    throw BackendError("the sandbox could not be resumed: another process made it meanwhile",
+                       "container " + name);
+  }
   if (existing && !labelled_for(*existing, labels)) {
     throw BackendError("a container with this sandbox's name exists and was not made for it",
                        "container " + name + " carries other labels");
@@ -392,6 +398,10 @@ std::shared_ptr<Sandbox> DockerBackend::obtain(const SandboxKey& key, const Sand
       const SeccompOption seccomp(flavour);
       request.seccomp = seccomp.value();
       auto created = create_container(client, request);
+      if (!created && from != nullptr) {
+        throw BackendError("the sandbox could not be resumed: another process made it meanwhile",
+                           "container " + name);
+      }
       if (!created) {
         // Another process created it between our look and our create: adopt theirs. The engine
         // reserves a name before the container can be looked up by it, so look a little while.
