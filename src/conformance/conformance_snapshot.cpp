@@ -160,9 +160,15 @@ void processes_survive_a_resume(Suite& s, std::string& note) {
   s.router.dispose(key);
   sandbox.reset();
   auto resumed = s.router.resume(key, s.spec(), record.id);
+  // A slow guest (under load, fork+exec in gVisor costs tens of milliseconds) may take a while
+  // for its next count: the count is read until it moves, for up to 15 s.
   const std::string before = s.read(*resumed, "counter");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const std::string after = s.read(*resumed, "counter");
+  std::string after = before;
+  for (const auto until = Clock::now() + std::chrono::seconds(15);
+       after == before && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    after = s.read(*resumed, "counter");
+  }
   check(s.shell(*resumed, "kill -0 " + pid).exit_code == 0,
         "the process " + pid + " started before the snapshot is not running after the resume");
   check(std::stol(after) > std::stol(before),

@@ -96,8 +96,11 @@ TEST_F(DockerSnapshot, TheSourceRunsOnAndItsProcessesAreNotLeftStopped) {
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   source->snapshot();
   const long before = std::stol(text(*source, "cat counter"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  const long after = std::stol(text(*source, "cat counter"));
+  long after = before;
+  for (int poll = 0; poll < 50 && after == before; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = std::stol(text(*source, "cat counter"));
+  }
   EXPECT_GT(after, before) << "the source's background process did not run on after the snapshot";
   const auto states = process_states(*client_, source->instance_id(),
                                      podman() ? EngineFlavour::podman : EngineFlavour::docker);

@@ -85,8 +85,11 @@ TEST_F(GvisorSnapshot, FilesProcessesAndMemorySurviveAResume) {
   EXPECT_EQ(sh(*resumed, "kill -0 " + pid).exit_code, 0)
       << "the process running at the snapshot is not running after the resume";
   const long before = std::stol(text(sh(*resumed, "cat counter")));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const long after = std::stol(text(sh(*resumed, "cat counter")));
+  long after = before;
+  for (int poll = 0; poll < 100 && after == before; ++poll) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = std::stol(text(sh(*resumed, "cat counter")));
+  }
   EXPECT_GT(after, before) << "the counter did not move after the resume";
   EXPECT_GT(before, 0);
 }
@@ -123,10 +126,21 @@ TEST_F(GvisorSnapshot, ForksDivergeAndDrawDifferentRandomBytes) {
     ASSERT_FALSE(fresh.empty());
     EXPECT_TRUE(draws.insert(fresh).second) << "two sandboxes drew the same bytes: " << fresh;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
-  const std::string left_loop = text(sh(*a, "cat random"));
-  const std::string right_loop = text(sh(*b, "cat random"));
-  ASSERT_EQ(left_loop.size(), 32u) << left_loop;
+  // The restored loop's next draw in each fork (the file it had at the snapshot is the same in
+  // both, so each waits for one written after the resume).
+  const auto next_draw = [this](Sandbox& sandbox) {
+    const std::string first = text(sh(sandbox, "cat random"));
+    for (int poll = 0; poll < 100; ++poll) {
+      const std::string now = text(sh(sandbox, "cat random"));
+      if (now != first && now.size() == 32) return now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return std::string();
+  };
+  const std::string left_loop = next_draw(*a);
+  const std::string right_loop = next_draw(*b);
+  ASSERT_EQ(left_loop.size(), 32u) << "the restored loop drew nothing new in the left fork";
+  ASSERT_EQ(right_loop.size(), 32u) << "the restored loop drew nothing new in the right fork";
   EXPECT_NE(left_loop, right_loop)
       << "the restored process drew the same bytes in both forks after the resume";
   // A third fork starts from the snapshot, not from what the first two wrote.
@@ -233,6 +247,33 @@ TEST_F(GvisorSnapshot, ACommandRunningFromAnotherProcessIsNotCutButRefusesTheSna
   // The sandbox serves on, and a snapshot taken once nothing runs succeeds.
   EXPECT_EQ(text(sh(*sandbox, "cat kept.txt")), "kept\n");
   EXPECT_NO_THROW(sandbox->snapshot());
+}
+
+// A process that dies while saving leaves the keeper socket aside (the keeper cannot dial) and
+// a staging directory: the next acquire gives the socket back, and the next backend (or purge)
+// removes what a dead process half saved.
+TEST_F(GvisorSnapshot, WhatADeadSnapshotLeftIsReclaimed) {
+  auto sandbox = acquire(spec());
+  sh(*sandbox, "echo kept > kept.txt");
+  std::string id;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(state_->path() / "gvisor" / "control")) {
+    id = entry.path().filename().string();
+  }
+  ASSERT_FALSE(id.empty());
+  const auto socket = state_->path() / "gvisor" / "control" / id / "keeper.sock";
+  const auto parked = state_->path() / "gvisor" / "sandboxes" / id / "keeper.sock.parked";
+  std::filesystem::rename(socket, parked);
+  const auto staging = snapshots_directory() / ".snap-0123456789abcdef01234567.staging-999999999";
+  std::filesystem::create_directories(staging / "image");
+  sandbox.reset();
+
+  auto fresh = make_backend();
+  EXPECT_FALSE(std::filesystem::exists(staging)) << "a dead process's staging directory is left";
+  auto again = fresh->acquire(key_, spec());
+  EXPECT_TRUE(std::filesystem::exists(socket)) << "the keeper socket was not given back";
+  EXPECT_EQ(text(sh(*again, "cat kept.txt")), "kept\n");
+  backend_ = fresh;
 }
 
 TEST_F(GvisorSnapshot, AResumeRunsUnderTheSpecsPosture) {
