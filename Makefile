@@ -25,9 +25,11 @@ build: configure
 
 # The main job: a codeact program in a `linux` sandbox, the floor explicitly lowered to
 # `container`, printing what the router decided. Builds only what the job runs, one line per
-# phase (scripts/make-run).
+# phase (scripts/make-run). `make run BACKEND=microvm` runs it in a microVM instead, at the
+# default floor where the machine's KVM runs the guest.
+BACKEND ?= linux
 run:
-	@scripts/make-run
+	@AIRLOCK_MAIN_JOB_BACKEND=$(BACKEND) scripts/make-run
 
 # Everything: installs what the tests need, builds, starts the services tests need, runs every
 # suite, stops what it started.

@@ -44,6 +44,10 @@ Json to_json(const SandboxRecord& record);
 // {"id", "backend", "content": "filesystem"|"filesystem+memory", "kind", "egress_posture",
 //  "image", "work_dir", "labels" (as stored), "source_instance_id", "bytes", "created_at"}
 Json to_json(const SnapshotRecord& record);
+// Its inverse, for a backend reading back the record it stored (a backend may store fields of
+// its own beside these; they are left alone). A missing or mistyped field is InvalidArgument
+// naming it.
+SnapshotRecord parse_snapshot_record(const Json& value, std::string_view where);
 
 // {"stdout": text, "stderr": text, "exit_code": n, "truncated": b, ["signal": n]}; a stream that
 // is not valid UTF-8 is carried exactly as "stdout_base64" / "stderr_base64" instead.

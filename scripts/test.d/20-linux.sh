@@ -35,6 +35,19 @@ linux_run --keep --scope e2e --thread one -- true
 [[ $("$airlock" purge --backend-config "$config" --scope e2e) == "removed 1 sandbox" ]] \
   || fail "purge --scope"
 
+# Snapshots through the CLI: saved after a run, resumed in its conversation only, removed.
+saved=$(linux_run --scope e2e-snap --thread one --snapshot --json -- sh -c 'echo kept > kept.txt') \
+  || fail "run --snapshot: $saved"
+snap=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["snapshot"]["id"])' <<<"$saved")
+[[ $snap =~ ^snap-[0-9a-f]{24}$ ]] || fail "run --snapshot printed no snapshot id: $saved"
+[[ $(linux_run --scope e2e-snap --thread one --from-snapshot "$snap" -- cat kept.txt) == kept ]] \
+  || fail "run --from-snapshot did not hold the saved file"
+if linux_run --scope e2e-snap --thread two --from-snapshot "$snap" -- true 2>/dev/null; then
+  fail "another thread resumed the snapshot"
+fi
+"$airlock" snapshot rm --backend-config "$config" "$snap" >/dev/null || fail "snapshot rm"
+[[ -z $(find "$state/linux/snapshots" -mindepth 1) ]] || fail "snapshot rm left files behind"
+
 # Nothing left by anything that ran before this stage.
 # (Zombies do not count: an init that died is reaped by whoever adopted it, in its own time.)
 leftover_inits=$(ps -C airlock-init -o pid=,stat= | awk '$2 !~ /^Z/ {print $1}')

@@ -20,3 +20,19 @@ linux_backend_config airlock-conformance-linux
 # one): a probe that gets through fails the stage, as any other failed probe does.
 echo "--- airlock conformance --backend linux"
 "$airlock" conformance --backend linux --backend-config "$config"
+
+# Snapshots of the linux backend on their own, through the CLI as an operator runs them: every
+# probe must pass (processes-survive-a-resume is skipped, with its reason, for a backend whose
+# snapshots hold files only), and the suite must have run at all — a backend that stopped
+# declaring snapshot would otherwise pass by running nothing.
+echo "--- airlock conformance --backend linux --suite snapshot"
+snapshot_out=$("$airlock" conformance --backend linux --backend-config "$config" \
+  --min-isolation container --suite snapshot) && code=0 || code=$?
+echo "$snapshot_out"
+[[ $code -eq 0 ]] || fail "the linux snapshot suite failed ($code)"
+for probe in files-survive-a-resume forks-diverge another-conversation-cannot-reach-it \
+  a-resume-meets-the-routers-checks ids-never-name-paths \
+  nothing-is-left-once-the-conversation-is-gone; do
+  grep -E "^snapshot\s+${probe}\s+passed" <<<"$snapshot_out" >/dev/null \
+    || fail "the linux snapshot suite did not pass ${probe}"
+done

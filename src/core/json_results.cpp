@@ -107,6 +107,62 @@ Json to_json(const SnapshotRecord& record) {
               {"created_at", created}};
 }
 
+SnapshotRecord parse_snapshot_record(const Json& value, std::string_view where) {
+  const auto field = [&](const char* name) -> const Json& {
+    if (!value.is_object() || !value.contains(name)) {
+      throw InvalidArgument(std::string(where) + "." + name + ": missing", name);
+    }
+    return value.at(name);
+  };
+  const auto text = [&](const char* name) {
+    const Json& found = field(name);
+    if (!found.is_string()) {
+      throw InvalidArgument(std::string(where) + "." + name + ": expected a string", name);
+    }
+    return found.get<std::string>();
+  };
+  const auto count = [&](const char* name) {
+    const Json& found = field(name);
+    if (!found.is_number_unsigned() && !(found.is_number_integer() && found.get<long long>() >= 0)) {
+      throw InvalidArgument(std::string(where) + "." + name + ": expected a count", name);
+    }
+    return found.get<std::uint64_t>();
+  };
+  SnapshotRecord record;
+  record.id = text("id");
+  record.backend = text("backend");
+  const std::string content = text("content");
+  if (content == "filesystem") {
+    record.content = SnapshotContent::filesystem;
+  } else if (content == "filesystem+memory") {
+    record.content = SnapshotContent::filesystem_and_memory;
+  } else {
+    throw InvalidArgument(std::string(where) + ".content: \"" + content +
+                              "\" is not filesystem or filesystem+memory",
+                          "content");
+  }
+  record.kind = text("kind");
+  record.egress_posture = text("egress_posture");
+  record.image = text("image");
+  record.work_dir = text("work_dir");
+  const Json& labels = field("labels");
+  if (!labels.is_object()) {
+    throw InvalidArgument(std::string(where) + ".labels: expected an object", "labels");
+  }
+  for (const auto& [name, label] : labels.items()) {
+    if (!label.is_string()) {
+      throw InvalidArgument(std::string(where) + ".labels." + name + ": expected a string",
+                            "labels");
+    }
+    record.labels.emplace(name, label.get<std::string>());
+  }
+  record.source_instance_id = text("source_instance_id");
+  record.bytes = count("bytes");
+  record.created_at = std::chrono::system_clock::time_point(
+      std::chrono::seconds(static_cast<std::int64_t>(count("created_at"))));
+  return record;
+}
+
 Json error_to_json(const std::exception& error) {
   const auto* ours = dynamic_cast<const Error*>(&error);
   if (!ours) return Json{{"type", "InternalError"}, {"message", "internal error"}};

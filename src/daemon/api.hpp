@@ -22,6 +22,7 @@
 #include "airlock/router.hpp"
 #include "daemon/handle_store.hpp"
 #include "daemon/http.hpp"
+#include "daemon/http_errors.hpp"
 #include "daemon/metrics.hpp"
 
 namespace airlock::daemon {
@@ -39,6 +40,15 @@ struct ApiLimits {
 // normally: whether the sandbox was reset, and the sentence a model is shown. `condemned` is
 // the older name of `sandbox_reset`, kept for the clients that read it.
 json::Json sandbox_outcome(bool reset);
+
+// A snapshot id as the protocol makes them ("snap-" and 24 hex digits); anything else is an
+// InvalidArgument naming `where`, before it reaches the router.
+std::string checked_snapshot_id(std::string_view id, const std::string& where);
+// The 404 for an id that is no snapshot of the caller's conversation — missing, or another
+// conversation's, in the same words — naming `where`.
+HttpError snapshot_not_found(std::string_view id, const std::string& where);
+// A snapshot as the daemon answers it: json::to_json's document, label values digested.
+json::Json snapshot_document(const SnapshotRecord& record);
 
 class Api {
  public:
@@ -81,6 +91,10 @@ class Api {
                            const std::stop_token& cancelled);
   ExecResult run_in_work_dir(Admitted& call, const Command& command, ExecOptions& options,
                              std::chrono::steady_clock::time_point started, Milliseconds timeout);
+  // snapshots (a resume is an acquire with from_snapshot)
+  HttpResponse take_snapshot(const HttpRequest& request);
+  HttpResponse list_snapshots(const HttpRequest& request);
+  HttpResponse delete_snapshot(const HttpRequest& request);
   // files
   HttpResponse put_file(const HttpRequest& request);
   HttpResponse get_file(const HttpRequest& request);

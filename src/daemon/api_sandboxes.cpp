@@ -125,11 +125,19 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   const SandboxKey key = json::parse_key(fields.required("key"), "body.key");
   auto spec =
       std::make_shared<const SandboxSpec>(json::parse_spec(fields.required("spec"), "body.spec"));
+  std::optional<std::string> from_snapshot;
+  if (const json::Json* value = fields.optional("from_snapshot")) {
+    from_snapshot =
+        checked_snapshot_id(fields.string("from_snapshot", *value), "body.from_snapshot");
+  }
   fields.refuse_unknown();
   if (key.scope.empty())
     throw InvalidArgument("body.key.scope: must not be empty", "body.key.scope");
 
-  const RoutingDecision decision = router_.ensure_can_serve(*spec);
+  // A resume is judged as the router judges it: every check, `snapshot` required.
+  SandboxSpec::Fields judged = spec->fields();
+  if (from_snapshot) judged.required_capabilities.insert(Capability::snapshot);
+  const RoutingDecision decision = router_.ensure_can_serve(SandboxSpec(std::move(judged)));
   if (!router_.enabled()) {
     throw NoSandboxBackend("no sandbox backend is configured: nothing can be acquired");
   }
@@ -152,12 +160,29 @@ HttpResponse Api::acquire(const HttpRequest& request) {
   CallOptions options;
   options.timeout = limits_.admission_timeout;
   options.stop = request.cancelled;
+  // A resume replaces the key's sandbox: it waits, exclusively, for every call over the key to
+  // leave, so no command is cut off by the instance it runs in going away.
+  options.exclusive = from_snapshot.has_value();
   std::optional<CallAdmission> admission;
   {
     Metrics::Waiting waiting(metrics_);
     admission.emplace(router_.enter_call(key, *spec, options));
   }
-  const std::shared_ptr<Sandbox> sandbox = admission->acquire();
+  std::shared_ptr<Sandbox> sandbox;
+  if (from_snapshot) {
+    try {
+      sandbox = router_.resume(key, *spec, *from_snapshot);
+    } catch (const NotFound&) {
+      throw snapshot_not_found(*from_snapshot, "body.from_snapshot");
+    } catch (const InvalidArgument& refused) {
+      // Only the owner's conversation gets this far: its snapshot is of another kind.
+      if (refused.check() != "kind") throw;
+      throw InvalidArgument("body.spec.kind: " + refused.message(), "body.spec.kind");
+    }
+    metrics_.snapshot_resumed();
+  } else {
+    sandbox = admission->acquire();
+  }
   record.instance_id = sandbox->instance_id();
   metrics_.sandbox_acquired(existing && existing->instance_id == record.instance_id);
   const auto outcome = store_.put_compatible(record);
@@ -170,6 +195,7 @@ HttpResponse Api::acquire(const HttpRequest& request) {
                     {"instance_id", record.instance_id},
                     {"decision", json::to_json(decision)},
                     {"spec", json::to_json(*spec)}};
+  if (from_snapshot) answer["from_snapshot"] = *from_snapshot;
   return HttpResponse::json(outcome == HandleStore::PutOutcome::created ? 201 : 200, answer);
 }
 

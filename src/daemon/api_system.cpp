@@ -60,6 +60,15 @@ void Api::add_routes(RouteTable& table) {
              nullptr, "body", bind(&Api::stat)});
   table.add({"GET", "/v1/sandboxes/{handle}/list", "a directory's direct children", BodyKind::none,
              nullptr, "body", bind(&Api::list)});
+  table.add({"POST", "/v1/sandboxes/{handle}/snapshots",
+             "save the handle's sandbox (exclusively); resume with POST /v1/sandboxes "
+             "from_snapshot",
+             BodyKind::none, nullptr, "body", bind(&Api::take_snapshot)});
+  table.add({"GET", "/v1/snapshots", "a conversation's snapshots (scope[, thread_id])",
+             BodyKind::none, nullptr, "body", bind(&Api::list_snapshots)});
+  table.add({"DELETE", "/v1/snapshots/{snapshot}",
+             "delete a snapshot of the conversation (scope, thread_id)", BodyKind::none, nullptr,
+             "body", bind(&Api::delete_snapshot)});
   table.add({"POST", "/v1/sandboxes/{handle}/outputs",
              "collect the spec's declared outputs (and call-time ones) under its caps",
              BodyKind::json, nullptr, "body", bind(&Api::outputs)});

@@ -160,6 +160,15 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                              "sandboxes a dispose or purge reported gone");
   condemned_ = &single_series(BuildCounter(), registry, "airlock_sandboxes_condemned_total",
                               "instances condemned after a command whose end is unknown");
+  auto& snapshots = BuildCounter()
+                        .Name("airlock_snapshots_total")
+                        .Help(
+                            "snapshot operations that succeeded: taken, resumed (a resume or a "
+                            "fork), deleted")
+                        .Register(registry);
+  snapshots_taken_ = &snapshots.Add({{"operation", "taken"}});
+  snapshots_resumed_ = &snapshots.Add({{"operation", "resumed"}});
+  snapshots_deleted_ = &snapshots.Add({{"operation", "deleted"}});
   waiting_ = &single_series(BuildGauge(), registry, "airlock_admissions_waiting",
                             "calls waiting for admission");
   in_flight_ = &single_series(BuildGauge(), registry, "airlock_requests_in_flight",
@@ -207,6 +216,15 @@ void Metrics::sandboxes_disposed(int count) noexcept {
 }
 void Metrics::sandbox_condemned() noexcept {
   condemned_->Increment();
+}
+void Metrics::snapshot_taken() noexcept {
+  snapshots_taken_->Increment();
+}
+void Metrics::snapshot_resumed() noexcept {
+  snapshots_resumed_->Increment();
+}
+void Metrics::snapshot_deleted() noexcept {
+  snapshots_deleted_->Increment();
 }
 void Metrics::client_gone() noexcept {
   clients_gone_->Increment();

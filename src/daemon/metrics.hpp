@@ -13,7 +13,12 @@
 //                                                             when the handle's instance served
 //   airlock_sandboxes_live                                    gauge, handles the daemon holds
 //   airlock_sandboxes_disposed_total                          counter, sandboxes a dispose/purge
-//   took airlock_sandboxes_condemned_total                         counter, instances condemned
+//                                                             took
+//   airlock_sandboxes_condemned_total                         counter, instances condemned
+//   airlock_snapshots_total{operation}                        counter, snapshot operations that
+//                                                             succeeded: operation="taken",
+//                                                             "resumed" (a resume or a fork),
+//                                                             "deleted"
 //   airlock_admissions_waiting                                gauge, calls queued for admission
 //   airlock_requests_in_flight                                gauge
 //   airlock_http_connections_open                             gauge
@@ -62,6 +67,9 @@ class Metrics {
   void sandbox_acquired(bool warm) noexcept;
   void sandboxes_disposed(int count) noexcept;
   void sandbox_condemned() noexcept;
+  void snapshot_taken() noexcept;
+  void snapshot_resumed() noexcept;
+  void snapshot_deleted() noexcept;
   void client_gone() noexcept;
 
   void connection_opened() noexcept;
@@ -97,6 +105,9 @@ class Metrics {
   prometheus::Counter* warm_;
   prometheus::Counter* disposed_;
   prometheus::Counter* condemned_;
+  prometheus::Counter* snapshots_taken_;
+  prometheus::Counter* snapshots_resumed_;
+  prometheus::Counter* snapshots_deleted_;
   prometheus::Counter* clients_gone_;
   prometheus::Gauge* waiting_;
   prometheus::Gauge* in_flight_;

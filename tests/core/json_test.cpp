@@ -176,6 +176,48 @@ TEST(JsonResults, ErrorsCarryTheirTypeCheckAndFields) {
       << "provider detail leaked onto the wire";
 }
 
+// What a backend stores of a snapshot reads back as it was written, and a record whose fields
+// are missing or mistyped (a truncated file, another version's) is refused naming the field.
+TEST(JsonResults, ASnapshotRecordReadsBackAndABrokenOneIsRefusedByField) {
+  SnapshotRecord record;
+  record.id = "snap-0123456789abcdef01234567";
+  record.backend = "microvm";
+  record.content = SnapshotContent::filesystem_and_memory;
+  record.kind = "codeact";
+  record.egress_posture = "allowlist:pypi.org";
+  record.image = "python:latest";
+  record.work_dir = "/maf-sandbox/work";
+  record.labels = {{"airlock.scope", "s"}, {"airlock.thread", "t"}};
+  record.source_instance_id = "abc";
+  record.bytes = 68'157'440;
+  record.created_at = std::chrono::system_clock::time_point(std::chrono::seconds(1'796'523'028));
+  json::Json stored = json::to_json(record);
+  stored["microvm"] = {{"vcpus", 1}};  // a backend's own part rides along
+  const SnapshotRecord back = json::parse_snapshot_record(stored, "record");
+  EXPECT_EQ(back.id, record.id);
+  EXPECT_EQ(back.content, record.content);
+  EXPECT_EQ(back.egress_posture, record.egress_posture);
+  EXPECT_EQ(back.labels, record.labels);
+  EXPECT_EQ(back.bytes, record.bytes);
+  EXPECT_EQ(back.created_at, record.created_at);
+  for (const char* field : {"id", "content", "labels", "bytes", "created_at"}) {
+    json::Json broken = stored;
+    broken.erase(field);
+    try {
+      json::parse_snapshot_record(broken, "record");
+      ADD_FAILURE() << "a record without " << field << " was read";
+    } catch (const InvalidArgument& refused) {
+      EXPECT_NE(std::string(refused.what()).find(field), std::string::npos) << refused.what();
+    }
+  }
+  json::Json wrong = stored;
+  wrong["content"] = "everything";
+  EXPECT_THROW(json::parse_snapshot_record(wrong, "record"), InvalidArgument);
+  wrong = stored;
+  wrong["bytes"] = -1;
+  EXPECT_THROW(json::parse_snapshot_record(wrong, "record"), InvalidArgument);
+}
+
 TEST(JsonConfig, ARouterIsBuiltFromDataAndUnknownKeysAreRefused) {
   auto router = make_router(parse_text(R"({"backends": [{"type": "testing", "isolation":
       "container", "capabilities": ["exec", "files_in", "files_out"]}],

@@ -35,8 +35,10 @@ from .errors import error_detail  # noqa: F401 — one log line per error, for h
 
 
 def _build_enum(name, values):
-    # Member names are the seeds' (upper-case value); values are the wire strings, owned by C++.
-    return enum.StrEnum(name, [(value.upper(), value) for value in values], module=__name__)
+    # Member names are the seeds' (upper-case value; "filesystem+memory" reads
+    # FILESYSTEM_AND_MEMORY); values are the wire strings, owned by C++.
+    return enum.StrEnum(name, [(value.upper().replace("+", "_AND_"), value) for value in values],
+                        module=__name__)
 
 
 for _name, _values in _airlock._vocabulary().items():
@@ -64,6 +66,7 @@ Artifact = _airlock.Artifact
 LandedArtifact = _airlock.LandedArtifact
 ScopeDisposal = _airlock.ScopeDisposal
 ReclaimFailure = _airlock.ReclaimFailure
+SnapshotRecord = _airlock.SnapshotRecord
 Sandbox = _airlock.Sandbox
 StopSource = _airlock.StopSource
 SandboxRouter = _airlock.SandboxRouter

@@ -23,6 +23,7 @@ from ._airlock import (
     SandboxTool as SandboxTool,
     SandboxToolCall as SandboxToolCall,
     ScopeDisposal as ScopeDisposal,
+    SnapshotRecord as SnapshotRecord,
     StopSource as StopSource,
     TransferLimits as TransferLimits,
     artifact_collision_key as artifact_collision_key,
@@ -145,6 +146,10 @@ class SignalOutcome(enum.StrEnum):
     ABSENT = "absent"
     UNRECORDED = "unrecorded"
     UNKNOWN = "unknown"
+
+class SnapshotContent(enum.StrEnum):
+    FILESYSTEM = "filesystem"
+    FILESYSTEM_AND_MEMORY = "filesystem+memory"
 
 class SignalReach(enum.StrEnum):
     GROUP = "group"

@@ -96,6 +96,7 @@ class AsyncSandbox:
     read_file = _threaded("read_file")
     list_dir = _threaded("list_dir")
     remove = _threaded("remove")
+    snapshot = _threaded("snapshot")
 
     def __repr__(self):
         return f"<airlock.aio.AsyncSandbox {self._sandbox!r}>"
@@ -147,6 +148,18 @@ class AsyncSandboxRouter:
 
     async def dispose(self, key):
         await asyncio.to_thread(self._router.dispose, key)
+
+    async def snapshot(self, key, spec, *, timeout=30.0):
+        return await asyncio.to_thread(self._router.snapshot, key, spec, timeout=timeout)
+
+    async def resume(self, key, spec, snapshot):
+        return AsyncSandbox(await asyncio.to_thread(self._router.resume, key, spec, snapshot))
+
+    async def list_snapshots(self, scope, thread_id=None):
+        return await asyncio.to_thread(self._router.list_snapshots, scope, thread_id)
+
+    async def delete_snapshot(self, key, snapshot):
+        return await asyncio.to_thread(self._router.delete_snapshot, key, snapshot)
 
     async def dispose_kind(self, key, kind, instance_id=None):
         return await asyncio.to_thread(self._router.dispose_kind, key, kind, instance_id)

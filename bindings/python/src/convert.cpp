@@ -36,6 +36,9 @@ py::object to_python(SourceIntegrity value) {
 py::object to_python(Identity value) {
   return member("Identity", value);
 }
+py::object to_python(SnapshotContent value) {
+  return member("SnapshotContent", value);
+}
 py::object to_python(EntryKind value) {
   return member("EntryKind", value);
 }

@@ -41,6 +41,7 @@ py::object to_python(OutputDisposition value);
 py::object to_python(NameNormalization value);
 py::object to_python(SignalOutcome value);
 py::object to_python(SignalReach value);
+py::object to_python(SnapshotContent value);
 
 // The string a member or plain string stands for; TypeError for anything else.
 std::string enum_text(py::handle value, std::string_view what);

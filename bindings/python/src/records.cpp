@@ -178,6 +178,13 @@ void bind_vocabulary(py::module_& module) {
     tables["NameNormalization"] = member_values<NameNormalization>();
     tables["SignalOutcome"] = member_values<SignalOutcome>();
     tables["SignalReach"] = member_values<SignalReach>();
+    // Two members whose spellings are not identifiers' ("filesystem+memory"): listed, not probed
+    // (to_string answers "filesystem" for anything that is not the other one).
+    py::list snapshot_contents;
+    for (const auto content : {SnapshotContent::filesystem, SnapshotContent::filesystem_and_memory}) {
+      snapshot_contents.append(py::str(std::string(to_string(content))));
+    }
+    tables["SnapshotContent"] = snapshot_contents;
     return tables;
   });
   module.def(
@@ -483,6 +490,47 @@ void bind_records(py::module_& module) {
       .def_readwrite("disposed", &ScopeDisposal::disposed)
       .def("__repr__", [](const ScopeDisposal& d) {
         return "ScopeDisposal(disposed=" + std::to_string(d.disposed) + ")";
+      });
+
+  py::class_<SnapshotRecord>(
+      module, "SnapshotRecord",
+      "A sandbox's saved state (SandboxRouter.snapshot, Sandbox.snapshot): it belongs to the "
+      "conversation — the key's scope and thread — of the sandbox it was taken from, and only "
+      "a key of that conversation resumes, forks or deletes it. Read-only.")
+      .def_property_readonly("id", [](const SnapshotRecord& r) { return r.id; })
+      .def_property_readonly("backend", [](const SnapshotRecord& r) { return r.backend; })
+      .def_property_readonly("content",
+                             [](const SnapshotRecord& r) { return to_python(r.content); })
+      .def_property_readonly("kind", [](const SnapshotRecord& r) { return r.kind; })
+      .def_property_readonly("egress_posture",
+                             [](const SnapshotRecord& r) { return r.egress_posture; })
+      .def_property_readonly("image", [](const SnapshotRecord& r) { return r.image; })
+      .def_property_readonly("work_dir", [](const SnapshotRecord& r) { return r.work_dir; })
+      .def_property_readonly("labels", [](const SnapshotRecord& r) { return r.labels; })
+      .def_property_readonly("source_instance_id",
+                             [](const SnapshotRecord& r) { return r.source_instance_id; })
+      .def_property_readonly("bytes", [](const SnapshotRecord& r) { return r.bytes; })
+      .def_property_readonly(
+          "created_at",
+          [](const SnapshotRecord& r) {
+            // An aware datetime in UTC (pybind's chrono conversion would give a naive local one).
+            const auto seconds =
+                std::chrono::duration<double>(r.created_at.time_since_epoch()).count();
+            const py::module_ datetime = py::module_::import("datetime");
+            return datetime.attr("datetime").attr("fromtimestamp")(
+                seconds, datetime.attr("timezone").attr("utc"));
+          },
+          "When it was taken: a timezone-aware datetime in UTC.")
+      .def("_airlock_json",
+           [](const SnapshotRecord& r) { return from_json_value(json::to_json(r)); })
+      .def("__eq__", [](const SnapshotRecord& a, const SnapshotRecord& b) {
+        return json::to_json(a) == json::to_json(b);
+      })
+      .def("__hash__", [](const SnapshotRecord& r) { return py::hash(py::str(r.id)); })
+      .def("__repr__", [](const SnapshotRecord& r) {
+        return "SnapshotRecord(id=" + quoted(r.id) + ", backend=" + quoted(r.backend) +
+               ", content='" + std::string(to_string(r.content)) + "', kind=" + quoted(r.kind) +
+               ", bytes=" + std::to_string(r.bytes) + ")";
       });
 
   py::class_<ReclaimFailure>(module, "ReclaimFailure",

@@ -24,6 +24,14 @@ std::shared_ptr<SandboxRouter> router_from_config(py::handle config) {
   return std::shared_ptr<SandboxRouter>(std::move(router));
 }
 
+// A snapshot named by its id (str) or by its SnapshotRecord.
+std::string snapshot_id_from_python(py::handle snapshot) {
+  if (py::isinstance<SnapshotRecord>(snapshot)) return snapshot.cast<const SnapshotRecord&>().id;
+  if (py::isinstance<py::str>(snapshot)) return snapshot.cast<std::string>();
+  throw py::type_error("snapshot: expected a snapshot id (str) or a SnapshotRecord, got " +
+                       type_name_of(snapshot));
+}
+
 }  // namespace
 
 void bind_router(py::module_& module) {
@@ -142,6 +150,66 @@ void bind_router(py::module_& module) {
             return from_json_value(records);
           },
           "Every sandbox the backends' durable state knows about, as dicts.")
+      .def(
+          "snapshot",
+          [](SandboxRouter& router, py::handle key, py::handle spec, py::handle timeout) {
+            const SandboxKey parsed_key = key_from_python(key);
+            const SandboxSpec parsed_spec = spec_from_python(spec);
+            CallOptions admission;
+            admission.timeout = seconds_to_milliseconds(timeout, "timeout");
+            py::gil_scoped_release release;
+            return router.snapshot(parsed_key, parsed_spec, admission);
+          },
+          py::arg("key"), py::arg("spec"), py::kw_only(), py::arg("timeout") = 30.0,
+          "Save the sandbox of (key, spec.kind): every router check on spec with `snapshot` "
+          "required, then an exclusive call — it waits (at most `timeout` seconds, then "
+          "SandboxQueuedTimeout) until every call over the key has left, and none starts until "
+          "the state is saved. Returns the SnapshotRecord; the snapshot belongs to key's "
+          "conversation (scope and thread).")
+      .def(
+          "resume",
+          [](const std::shared_ptr<SandboxRouter>& router, py::handle key, py::handle spec,
+             py::handle snapshot) {
+            const SandboxKey parsed_key = key_from_python(key);
+            const SandboxSpec parsed_spec = spec_from_python(spec);
+            const std::string id = snapshot_id_from_python(snapshot);
+            std::shared_ptr<Sandbox> sandbox;
+            {
+              py::gil_scoped_release release;
+              sandbox = router->resume(parsed_key, parsed_spec, id);
+            }
+            remember_origin(sandbox, parsed_spec, router);
+            return sandbox;
+          },
+          py::arg("key"), py::arg("spec"), py::arg("snapshot"), py::keep_alive<0, 1>(),
+          "A new sandbox for (key, spec) holding the snapshot's state — a resume, or under "
+          "another key of the same conversation a fork; the key's live sandbox of this kind and "
+          "posture gives way to it. Every router check runs on spec with `snapshot` required. "
+          "`snapshot` is its id or its SnapshotRecord. NotFound (a FileNotFoundError) when it is "
+          "no snapshot of key's conversation — another conversation's is not told apart from "
+          "none; InvalidArgument when it was taken of another kind.")
+      .def(
+          "list_snapshots",
+          [](const SandboxRouter& router, const std::string& scope,
+             std::optional<std::string> thread_id) {
+            py::gil_scoped_release release;
+            return router.list_snapshots(
+                scope, thread_id ? std::optional<std::string_view>(*thread_id) : std::nullopt);
+          },
+          py::arg("scope"), py::arg("thread_id") = py::none(),
+          "The selected backend's snapshots of a scope (of one of its threads with thread_id), "
+          "oldest first; scope \"\" lists every snapshot (an operator's view).")
+      .def(
+          "delete_snapshot",
+          [](SandboxRouter& router, py::handle key, py::handle snapshot) {
+            const SandboxKey parsed_key = key_from_python(key);
+            const std::string id = snapshot_id_from_python(snapshot);
+            py::gil_scoped_release release;
+            return router.delete_snapshot(parsed_key, id);
+          },
+          py::arg("key"), py::arg("snapshot"),
+          "Delete a snapshot of key's conversation (its id or its SnapshotRecord): True when "
+          "nothing of it is left. NotFound as resume. A sandbox resumed from it keeps its state.")
       .def(
           "purge_all",
           [](SandboxRouter& router) {

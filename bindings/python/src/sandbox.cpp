@@ -325,6 +325,17 @@ void bind_sandbox(py::module_& module) {
           },
           "The host/guest directory pair for unix sockets, or None when the backend has none.")
       .def(
+          "snapshot",
+          [](Sandbox& sandbox) {
+            py::gil_scoped_release release;
+            return sandbox.snapshot();
+          },
+          "Save this sandbox's state now (what it holds is its backend's snapshot_content) and "
+          "return the SnapshotRecord. It is taken between commands: while one of this sandbox's "
+          "commands runs it raises BackendError rather than capture it half-run — "
+          "SandboxRouter.snapshot(key, spec) waits for them instead. NotSupported from a "
+          "backend that takes no snapshots.")
+      .def(
           "dispose",
           [](Sandbox& sandbox) { return dispose_through_router(sandbox, "dispose"); },
           "Dispose this instance through the router that acquired it (the key's other kinds, "

@@ -210,7 +210,9 @@ void bind_sandbox(py::module_& module) {
            py::call_guard<py::gil_scoped_release>(),
            "Every hanging read goes on, and no read hangs any more.")
       .def_property_readonly("hanging_reads", &InProcessSandbox::hanging_reads,
-                             "How many reads are hanging right now.");
+                             "How many reads are hanging right now.")
+      .def_property_readonly("commands_running", &InProcessSandbox::commands_running,
+                             "How many exec / run_code calls are running in it right now.");
 }
 
 void bind_backend(py::module_& module) {
@@ -241,7 +243,36 @@ void bind_backend(py::module_& module) {
            "Disposals record the attempt and remove nothing: dispose_kind answers False, "
            "dispose_scope counts 0.")
       .def("set_purge_count", &Backend::set_purge_count, py::arg("count"),
-           "What dispose_scope reports (None: how many went).");
+           "What dispose_scope reports (None: how many went).")
+      .def_property_readonly("resumed_snapshots", &Backend::resumed_snapshots,
+                             "The snapshot ids resumed or forked, in order.")
+      .def_property_readonly("deleted_snapshots", &Backend::deleted_snapshots,
+                             "The snapshot ids delete_snapshot was asked for, in order.")
+      .def(
+          "set_snapshot_content",
+          [](Backend& backend, std::optional<std::string> content) {
+            if (!content) return backend.set_snapshot_content(std::nullopt);
+            if (*content == "filesystem") {
+              return backend.set_snapshot_content(SnapshotContent::filesystem);
+            }
+            if (*content == "filesystem+memory") {
+              return backend.set_snapshot_content(SnapshotContent::filesystem_and_memory);
+            }
+            throw py::value_error("content: expected \"filesystem\", \"filesystem+memory\" or "
+                                  "None, got \"" + *content + "\"");
+          },
+          py::arg("content"),
+          "What its snapshots are declared to hold (None: none declared). It takes them either "
+          "way; the router lets one through only where `snapshot` is among the capabilities.")
+      .def(
+          "set_snapshot_seconds",
+          [](Backend& backend, double seconds) {
+            backend.set_snapshot_duration(
+                seconds == 0 ? Milliseconds(0) : positive_seconds(seconds, "seconds"));
+          },
+          py::arg("seconds"),
+          "How long each snapshot takes from now on, the sandbox frozen meanwhile (its "
+          "commands refused); 0 for none.");
 }
 
 }  // namespace

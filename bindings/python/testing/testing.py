@@ -34,13 +34,26 @@ configuration, or at run time on what the backend hands out:
     dispose_fails         backend.set_dispose_fails()         disposals remove nothing and say so
     purge_count           backend.set_purge_count(n)          what dispose_scope reports
     shared_sandbox                                            one sandbox for every key and kind
+    snapshot_content      backend.set_snapshot_content(c)     what its snapshots are declared to
+                                                              hold ("filesystem", …, None)
+    snapshot_seconds      backend.set_snapshot_seconds(s)     how long a snapshot takes, the
+                                                              sandbox frozen meanwhile
     emulate_commands, unemulated_commands                     how unscripted commands answer
 
 An error is named by its airlock type ("Timeout", "BackendError", …) or given as a class of
 :mod:`airlock.errors`. Every sandbox the backend hands out is an :class:`InProcessSandbox`
 (``sandbox.commands`` — (command, working_directory, timeout) in order — ``programs``,
 ``contents(path)``, ``kind_of(path)``); :func:`backend_of` reaches the backend itself (``keys``,
-``specs``, ``disposed``, ``disposed_kinds``, ``disposed_instances``, ``purged``, ``sandboxes``).
+``specs``, ``disposed``, ``disposed_kinds``, ``disposed_instances``, ``purged``, ``sandboxes``,
+``resumed_snapshots``, ``deleted_snapshots``).
+
+Snapshots: with one sandbox per key (the default; not ``shared_sandbox``) the backend takes
+them, whatever it declares — a copy of the sandbox's files, kept in the backend's memory and
+labelled with the conversation of the key. Declare them for the router with ``"capabilities":
+[..., "snapshot"]`` and ``"snapshot_content": "filesystem"``. A snapshot is refused
+(BackendError) while one of the sandbox's commands runs, and a command while a snapshot is taken:
+``router.snapshot`` is the exclusive call that keeps them apart. ``dispose_scope`` and
+``purge_all`` take a conversation's (every) snapshot.
 
 That is why it is not part of ``import airlock``: it lives in its own extension,
 ``airlock._airlock_testing``, loaded only by importing this module by name. It is built in a build

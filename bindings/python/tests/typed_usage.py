@@ -3,6 +3,7 @@
 only if the stubs give these calls the types a host relies on."""
 
 import asyncio
+import datetime
 
 import airlock
 import airlock.aio
@@ -42,6 +43,20 @@ def refused() -> str | None:
         reason: str = error.message
         return reason
     return None
+
+
+def snapshots(router: airlock.SandboxRouter) -> int:
+    key = airlock.SandboxKey("tenant", "thread-1", "agent")
+    spec = airlock.SandboxSpec(kind="k")
+    record: airlock.SnapshotRecord = router.snapshot(key, spec, timeout=10)
+    content: airlock.SnapshotContent = record.content
+    when: datetime.datetime = record.created_at
+    resumed: airlock.Sandbox = router.resume(key, spec, record.id)
+    again: airlock.SnapshotRecord = resumed.snapshot()
+    mine: list[airlock.SnapshotRecord] = router.list_snapshots("tenant", "thread-1")
+    gone: bool = router.delete_snapshot(key, again)
+    print(content, when.isoformat(), gone)
+    return len(mine) + record.bytes
 
 
 async def async_host(router: airlock.SandboxRouter) -> bytes:

@@ -111,6 +111,8 @@ export interface CheckResponseBody {
 export interface AcquireRequestBody {
   key: WireSandboxKey;
   spec: SandboxSpec;
+  /** A snapshot of the key's conversation to resume (or fork) the sandbox from. */
+  from_snapshot?: string;
 }
 
 /** POST /v1/sandboxes, 200 and 201. */
@@ -120,6 +122,34 @@ export interface AcquireResponseBody {
   instance_id: string;
   decision: RoutingDecision;
   spec: SandboxSpec;
+  /** The snapshot it was resumed from, when one was asked for. */
+  from_snapshot?: string;
+}
+
+/** A sandbox's saved state (OpenAPI Snapshot). */
+export interface Snapshot {
+  /** "snap-" + 24 hex digits. */
+  id: string;
+  backend: string;
+  content: "filesystem" | "filesystem+memory";
+  kind: string;
+  egress_posture: string;
+  image: string;
+  work_dir: string;
+  /** Every value a digest ("sha256-" + 48 hex digits). */
+  labels: Record<string, string>;
+  source_instance_id: string;
+  bytes: number;
+  /** Unix seconds. */
+  created_at: number;
+}
+
+/** POST /v1/sandboxes/{handle}/snapshots, 201: what snapshot() reads. */
+export interface SnapshotResponseBody {
+  sandbox: string;
+  /** The instance saved. */
+  instance_id: string;
+  snapshot: Snapshot;
 }
 
 /** GET /v1/sandboxes/{handle}, 200 (OpenAPI Handle): what AirlockSandbox.fromId() reads. */
@@ -334,6 +364,11 @@ export interface AirlockSandboxOptions {
   headTailCeilingBytes?: number;
   /** Where refusals and failures are logged for the host (never shown to the model). */
   log?: { warn?: (message: string) => void };
+  /**
+   * A snapshot of this conversation (an id snapshot() returned) the sandbox starts from: create()
+   * resumes it at once (under another agent_dir of the conversation, a fork).
+   */
+  fromSnapshot?: string;
 }
 
 /**
@@ -351,9 +386,15 @@ export type AirlockSandboxErrorCode =
   /** No answer from the daemon: the socket is absent, or the wait was given up. */
   | "DAEMON_UNREACHABLE"
   /** The id names a sandbox whose spec is no Deep Agents sandbox (exec, files_in, files_out). */
-  | "SANDBOX_INCOMPATIBLE";
+  | "SANDBOX_INCOMPATIBLE"
+  /** fromSnapshot is no snapshot of this conversation (another's is not told apart from none). */
+  | "SNAPSHOT_NOT_FOUND"
+  /** snapshot(): the router or the backend takes no snapshots (`check` names why). */
+  | "SNAPSHOT_NOT_SUPPORTED"
+  /** snapshot(): the daemon answered otherwise (`type` and `status` say how). */
+  | "SNAPSHOT_FAILED";
 
-/** Thrown by create(), initialize(), fromId() and getOrCreate() — never by execute() or the file methods. */
+/** Thrown by create(), initialize(), fromId(), getOrCreate() and snapshot() — never by execute() or the file methods. */
 export declare class AirlockSandboxError extends SandboxError {
   readonly code: AirlockSandboxErrorCode;
   readonly name: "AirlockSandboxError";
@@ -392,8 +433,10 @@ export declare class AirlockSandbox extends BaseSandbox {
   constructor(options: AirlockSandboxOptions & { client: AirlockClient; backend?: string });
   /**
    * Checks the spec with the daemon (nothing is acquired: that happens on the first operation,
-   * or on initialize()). Throws AirlockSandboxError: SANDBOX_CREATION_FAILED when the spec is
-   * refused, DAEMON_UNREACHABLE, AUTHENTICATION_FAILED; TypeError for a malformed key or spec.
+   * or on initialize()). With `fromSnapshot`, the spec is checked with `snapshot` required and
+   * the sandbox is resumed from the snapshot at once. Throws AirlockSandboxError:
+   * SANDBOX_CREATION_FAILED when the spec (or the resume) is refused, SNAPSHOT_NOT_FOUND,
+   * DAEMON_UNREACHABLE, AUTHENTICATION_FAILED; TypeError for a malformed key, spec or snapshot id.
    */
   static create(
     options: AirlockSandboxOptions & { socketPath?: string; client?: AirlockClient },
@@ -413,8 +456,18 @@ export declare class AirlockSandbox extends BaseSandbox {
     options: SandboxGetOrCreateOptions &
       AirlockConnectOptions & { key?: SandboxKey; spec?: SandboxSpec },
   ): Promise<AirlockSandbox>;
-  /** Acquires (get-or-create) now rather than on the first operation; idempotent. */
+  /**
+   * Acquires (get-or-create) now rather than on the first operation — resuming from
+   * fromSnapshot when one is pending; idempotent.
+   */
   initialize(): Promise<void>;
+  /**
+   * Saves the sandbox (exclusively: calls in flight finish first, none is cut off) and returns
+   * the snapshot's id, for create({key, fromSnapshot}) within the same conversation. Throws
+   * AirlockSandboxError: SNAPSHOT_NOT_SUPPORTED, SNAPSHOT_FAILED, DAEMON_UNREACHABLE,
+   * AUTHENTICATION_FAILED.
+   */
+  snapshot(): Promise<string>;
   /** Opaque and stable: a hash over (daemon endpoint, backend, key, kind, egress posture). */
   readonly id: string;
   readonly isRunning: boolean;

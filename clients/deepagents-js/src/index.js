@@ -31,6 +31,10 @@
 //     set up or find a sandbox thrown as a SandboxError subclass (AirlockSandboxError) with
 //     their codes, and a lookup by id (fromId, getOrCreate({sandboxId})) — the id being the
 //     daemon's handle.
+//   - Snapshots, which Deep Agents itself never asks for (its protocol has no persistence hook
+//     for a sandbox; a LangGraph checkpointer saves the agent's state, not the sandbox's):
+//     snapshot() saves the sandbox and returns the snapshot's id, and create({fromSnapshot})
+//     starts a sandbox from one — the host stores the id beside its checkpoint and pairs them.
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
 
@@ -143,6 +147,15 @@ function timeoutMillis(options, fallbackMs) {
   const seconds = options.timeout;
   if (typeof seconds !== "number" || !Number.isFinite(seconds) || seconds <= 0) return null;
   return Math.max(1, Math.round(seconds * 1000));
+}
+
+const SNAPSHOT_ID = /^snap-[0-9a-f]{24}$/;
+
+function checkSnapshotId(id, what) {
+  if (typeof id !== "string" || !SNAPSHOT_ID.test(id)) {
+    throw new TypeError(`${what} must be a snapshot id, "snap-" and 24 hex digits (what snapshot() returns)`);
+  }
+  return id;
 }
 
 const REFUSAL_CODES = new Set(["file_not_found", "permission_denied", "is_directory", "invalid_path"]);
@@ -342,6 +355,8 @@ export class AirlockSandbox extends BaseSandbox {
   #instanceId = null;
   #closed = false;
   #log;
+  // The snapshot the first acquire resumes from (fromSnapshot); null once it has.
+  #fromSnapshot = null;
 
   /**
    * Prefer `AirlockSandbox.create()`, which asks the daemon whether it can serve the spec before
@@ -357,8 +372,10 @@ export class AirlockSandbox extends BaseSandbox {
     outputOverflow = "drop",
     headTailCeilingBytes = DEFAULT_HEAD_TAIL_CEILING_BYTES,
     log = console,
+    fromSnapshot,
   }) {
     super();
+    if (fromSnapshot !== undefined) this.#fromSnapshot = checkSnapshotId(fromSnapshot, "fromSnapshot");
     if (!(client instanceof AirlockClient)) throw new TypeError("client must be an AirlockClient");
     this.#client = client;
     this.#key = checkKey(key);
@@ -398,25 +415,36 @@ export class AirlockSandbox extends BaseSandbox {
    * sandbox. Throws when the daemon refuses the spec or cannot be reached: a misconfigured host
    * fails here, before an agent is built, not on the model's first command.
    *
+   * With `fromSnapshot` (an id snapshot() returned), the sandbox is resumed from that snapshot
+   * now — the spec checked with `snapshot` required, then acquired — so a snapshot that is not
+   * this conversation's throws here (SNAPSHOT_NOT_FOUND) instead of a fresh sandbox starting
+   * in its place.
+   *
    * @param {object} options
    * @param {string} [options.socketPath] the daemon's unix socket (or pass `client`)
    * @param {AirlockClient} [options.client]
    * @param {{scope: string, thread_id?: string, agent_dir?: string}} options.key from the host's request context
    * @param {object} [options.spec] default deepagentsSpec()
+   * @param {string} [options.fromSnapshot] a snapshot of this conversation to start from
    */
-  static async create({ socketPath, client, key, spec = deepagentsSpec(), ...rest } = {}) {
+  static async create({ socketPath, client, key, spec = deepagentsSpec(), fromSnapshot, ...rest } = {}) {
     const reach = client ?? new AirlockClient({ socketPath });
     checkKey(key);
     checkSpec(spec);
+    if (fromSnapshot !== undefined) checkSnapshotId(fromSnapshot, "fromSnapshot");
+    // A resume is judged with `snapshot` required: a backend that takes none is refused here.
+    const judged = fromSnapshot === undefined ? spec : { ...spec, requires: [...new Set([...(spec.requires ?? ["exec", "files_in"]), "snapshot"])] };
     let reply;
     try {
-      reply = await reach.request("POST", "/v1/check", { json: { spec }, timeoutMs: 30_000 });
+      reply = await reach.request("POST", "/v1/check", { json: { spec: judged }, timeoutMs: 30_000 });
     } catch (error) {
       throw unreachable("airlockd could not check the spec", error);
     }
     if (reply.status !== 200) throw refusal("airlockd refused the spec", reply, "SANDBOX_CREATION_FAILED");
     const backend = reply.json()?.decision?.backend ?? "";
-    return new AirlockSandbox({ client: reach, key, spec, backend, ...rest });
+    const sandbox = new AirlockSandbox({ client: reach, key, spec, backend, fromSnapshot, ...rest });
+    if (fromSnapshot !== undefined) await sandbox.initialize();
+    return sandbox;
   }
 
   /**
@@ -464,32 +492,69 @@ export class AirlockSandbox extends BaseSandbox {
    * SANDBOX_NOT_FOUND, never a fresh sandbox; without it, create() and initialize(), so the
    * sandbox exists and `handle` is the id to look it up by later.
    */
-  static async getOrCreate({ sandboxId, key, spec, ...rest } = {}) {
+  static async getOrCreate({ sandboxId, key, spec, fromSnapshot, ...rest } = {}) {
     if (sandboxId !== undefined) return AirlockSandbox.fromId(sandboxId, rest);
-    const sandbox = await AirlockSandbox.create({ key, spec, ...rest });
+    const sandbox = await AirlockSandbox.create({ key, spec, fromSnapshot, ...rest });
     await sandbox.initialize();
     return sandbox;
   }
 
   /**
    * Acquires the sandbox now (get-or-create; the daemon answers the same handle for the same
-   * key), rather than on the first operation. Idempotent. Throws AirlockSandboxError:
-   * SANDBOX_CREATION_FAILED when the daemon refuses the acquire, DAEMON_UNREACHABLE.
+   * key), rather than on the first operation — resuming it from `fromSnapshot` when one was
+   * given and not yet resumed. Idempotent. Throws AirlockSandboxError: SANDBOX_CREATION_FAILED
+   * when the daemon refuses the acquire, SNAPSHOT_NOT_FOUND when `fromSnapshot` is no snapshot
+   * of this conversation (another's is not told apart from none), DAEMON_UNREACHABLE.
    */
   async initialize() {
+    const resuming = this.#fromSnapshot;
     let reply;
     try {
       reply = await this.#client.request("POST", "/v1/sandboxes", {
-        json: { key: this.#key, spec: this.#spec },
+        json: this.#acquireBody(),
         timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS,
       });
     } catch (error) {
       throw unreachable("airlockd could not acquire the sandbox", error);
     }
     if (reply.status !== 200 && reply.status !== 201) {
-      throw refusal("airlockd refused the acquire", reply, "SANDBOX_CREATION_FAILED");
+      if (resuming !== null && reply.status === 404) {
+        throw refusal(`no snapshot ${resuming} in this conversation`, reply, "SNAPSHOT_NOT_FOUND");
+      }
+      throw refusal(resuming !== null ? "airlockd refused the resume" : "airlockd refused the acquire", reply, "SANDBOX_CREATION_FAILED");
     }
     this.#adopt(reply.json());
+  }
+
+  /**
+   * Saves this sandbox — its files (and memory, where the backend saves it) — and returns the
+   * snapshot's id ("snap-" + 24 hex digits). The daemon takes it exclusively: it waits for the
+   * calls in flight over this conversation's sandbox and starts none until it is saved, so a
+   * command is never cut off. The snapshot belongs to this conversation (the key's scope and
+   * thread): create({key, fromSnapshot: id}) under a key of the same conversation resumes it
+   * — or, under another agent_dir, forks it — and every other conversation is told it does not
+   * exist. Store the id beside the LangGraph checkpoint it goes with.
+   * Throws AirlockSandboxError: SNAPSHOT_NOT_SUPPORTED (the router or the backend takes no
+   * snapshots: `check` names why), SNAPSHOT_FAILED (the daemon answered otherwise: `type`,
+   * `status`), DAEMON_UNREACHABLE, AUTHENTICATION_FAILED.
+   */
+  async snapshot() {
+    let reply;
+    try {
+      reply = await this.#call("POST", "/snapshots", { timeoutMs: this.#execTimeoutMs + TRANSPORT_GRACE_MS });
+    } catch (error) {
+      throw unreachable("airlockd could not snapshot the sandbox", error);
+    }
+    if (reply === null) {
+      throw new AirlockSandboxError("the sandbox could not be acquired to snapshot it (see the host log)", "SNAPSHOT_FAILED");
+    }
+    if (reply.status !== 201) {
+      const code = reply.status === 403 || reply.status === 501 ? "SNAPSHOT_NOT_SUPPORTED" : "SNAPSHOT_FAILED";
+      throw refusal("airlockd did not snapshot the sandbox", reply, code);
+    }
+    const body = reply.json();
+    this.#note(body?.instance_id);
+    return body.snapshot.id;
   }
 
   get id() {
@@ -536,7 +601,7 @@ export class AirlockSandbox extends BaseSandbox {
   /** Get-or-create the sandbox; the handle is cached (it is stable for this key and spec). */
   async #acquire(timeoutMs) {
     const reply = await this.#client.request("POST", "/v1/sandboxes", {
-      json: { key: this.#key, spec: this.#spec },
+      json: this.#acquireBody(),
       timeoutMs,
     });
     if (reply.status !== 200 && reply.status !== 201) {
@@ -548,9 +613,18 @@ export class AirlockSandbox extends BaseSandbox {
     return this.#handle;
   }
 
+  /** The acquire's body: a resume from fromSnapshot until one has landed. */
+  #acquireBody() {
+    const body = { key: this.#key, spec: this.#spec };
+    if (this.#fromSnapshot !== null) body.from_snapshot = this.#fromSnapshot;
+    return body;
+  }
+
   #adopt(body) {
     this.#handle = body.sandbox;
     this.#closed = false;
+    // Resumed once: a later acquire (after a purge, say) is a plain get-or-create.
+    if (body.from_snapshot !== undefined) this.#fromSnapshot = null;
     this.#note(body.instance_id);
   }
 

@@ -6,7 +6,9 @@
 //
 // Declares: isolation `container`; egress `closed` (a network namespace with loopback only) and
 // `allowlist` (the same, plus the egress bridge below);
-// capabilities exec, run_code, files_in, files_out, files_list, files_delete; os family posix;
+// capabilities exec, run_code, files_in, files_out, files_list, files_delete, host_tools, and
+// as root snapshot (filesystem: the guest's writable storage, copied while the sandbox is frozen
+// and restored into a fresh sandbox; memory and processes are not kept); os family posix;
 // transfer ceilings from `LinuxBackendConfig::limits`.
 //
 // ---- What a sandbox is made of ----

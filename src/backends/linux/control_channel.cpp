@@ -612,6 +612,11 @@ ControlChannel::Namespaces ControlChannel::fetch_namespaces() const {
   return Namespaces{std::move(fds[0]), std::move(fds[1])};
 }
 
+base::UniqueFd ControlChannel::fetch_storage() const {
+  auto fds = request_descriptors(protocol::Op::storage, 1, "storage");
+  return std::move(fds[0]);
+}
+
 ExecResult ControlChannel::exec(const ExecPlan& plan) const {
   const auto remaining =
       std::chrono::duration_cast<std::chrono::milliseconds>(plan.deadline - Clock::now());

@@ -69,6 +69,9 @@ class ControlChannel {
     base::UniqueFd mount;
   };
   Namespaces fetch_namespaces() const;
+  // An O_PATH descriptor of the sandbox's storage tmpfs (snapshots read the guest's writes
+  // beneath it).
+  base::UniqueFd fetch_storage() const;
   // Runs one command, streaming its output into the result under the plan's ceilings. Raises
   // Timeout (deadline or cancellation; says whether the kill was confirmed), QueuedTimeout,
   // ExecOutputLimitExceeded, NotFound/NotADirectory (working directory), BackendError.

@@ -116,6 +116,8 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   if (descriptors.id_slot) slot = above_targets(*descriptors.id_slot);
   base::UniqueFd leash;
   if (descriptors.pool_leash) leash = above_targets(*descriptors.pool_leash);
+  base::UniqueFd snapshot;
+  if (descriptors.snapshot) snapshot = above_targets(*descriptors.snapshot);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -130,6 +132,7 @@ LaunchedInit launch_init(const std::filesystem::path& init_path, const SpawnConf
   if (pin) posix_spawn_file_actions_adddup2(&actions, pin.get(), kImagePinFd);
   if (slot) posix_spawn_file_actions_adddup2(&actions, slot.get(), kIdSlotFd);
   if (leash) posix_spawn_file_actions_adddup2(&actions, leash.get(), kPoolLeashFd);
+  if (snapshot) posix_spawn_file_actions_adddup2(&actions, snapshot.get(), kSnapshotFd);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t none;

@@ -37,6 +37,7 @@ struct InitDescriptors {
   std::optional<int> image_pin;  // kImagePinFd
   std::optional<int> id_slot;    // kIdSlotFd
   std::optional<int> pool_leash;  // kPoolLeashFd
+  std::optional<int> snapshot;    // kSnapshotFd
 };
 
 // Spawns airlock-init with `config` and `descriptors`, and waits until the sandbox's init is

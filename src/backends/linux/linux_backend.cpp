@@ -277,6 +277,7 @@ void check_file_table_share(std::optional<std::uint64_t> memory_bytes, std::uint
 LinuxBackend::LinuxBackend(LinuxBackendConfig config)
     : config_(std::make_shared<const LinuxBackendConfig>(std::move(config))),
       store_(config_->state_dir.empty() ? default_linux_state_dir() : config_->state_dir),
+      snapshots_(store_.base() / "snapshots"),
       privileged_(::geteuid() == 0),
       egress_(config_->egress_decisions) {
   if (config_->max_concurrent_commands == 0) {
@@ -388,9 +389,18 @@ void LinuxBackend::standby_loop() {
 }
 
 std::optional<CapabilitySet> LinuxBackend::capabilities() const {
-  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
-                       Capability::files_out, Capability::files_list, Capability::files_delete,
-                       Capability::host_tools};
+  CapabilitySet capabilities{Capability::exec,         Capability::run_code,
+                             Capability::files_in,     Capability::files_out,
+                             Capability::files_list,   Capability::files_delete,
+                             Capability::host_tools};
+  // Root only: unprivileged, the host user cannot read what a guest's root made unreadable.
+  if (privileged_) capabilities.insert(Capability::snapshot);
+  return capabilities;
+}
+
+std::optional<SnapshotContent> LinuxBackend::snapshot_content() const {
+  if (!privileged_) return std::nullopt;
+  return SnapshotContent::filesystem;
 }
 
 const std::string& LinuxBackend::seccomp_filter() {
@@ -499,6 +509,7 @@ std::shared_ptr<Sandbox> LinuxBackend::acquire(const SandboxKey& key, const Sand
   std::call_once(orphans_once_, [this] {
     StandbyMonitor::reclaim_orphans(store_);
     reclaim_orphaned_pool();
+    snapshots_.reclaim_staging();
   });
   base::UniqueFd across_processes = store_.lock(id);
   if (auto record = store_.read(id)) {
@@ -600,7 +611,8 @@ SpawnConfig LinuxBackend::spawn_config(const RecordFile& record, const std::stri
 std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const SandboxKey& key,
                                                    const SandboxSpec& spec,
                                                    const ResourceLimits& resources,
-                                                   const ResolvedImage& image) {
+                                                   const ResolvedImage& image,
+                                                   std::optional<int> snapshot) {
   RecordFile record;
   record.id = id;
   record.kind = spec.kind();
@@ -608,7 +620,7 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
   record.egress_posture = spec.egress_posture();
   record.work_dir = spec.work_dir();
   base::UniqueFd pidfd = build_instance(record, resources, image,
-                                        spec.egress() == Egress::allowlist, std::nullopt);
+                                        spec.egress() == Egress::allowlist, std::nullopt, snapshot);
   return std::make_shared<LinuxSandbox>(config_, record, key,
                                         store_.sandbox_dir(id) / "control.sock", std::move(pidfd),
                                         init_path());
@@ -616,7 +628,8 @@ std::shared_ptr<LinuxSandbox> LinuxBackend::create(const std::string& id, const 
 
 base::UniqueFd LinuxBackend::build_instance(RecordFile& record, const ResourceLimits& resources,
                                             const ResolvedImage& image, bool egress_bridge,
-                                            std::optional<int> leash) {
+                                            std::optional<int> leash,
+                                            std::optional<int> snapshot) {
   const std::int64_t started_ns = monotonic_ns();
   std::int64_t launch_ns = 0;
   const std::string id = record.id;
@@ -658,7 +671,10 @@ base::UniqueFd LinuxBackend::build_instance(RecordFile& record, const ResourceLi
     cgroups =
         plan_instance_cgroups(layout_, record.instance_id, resources, config_->per_command_cgroups);
   }
-  std::unique_ptr<StandbyMonitor> standby = leash ? nullptr : take_standby(cgroups);
+  // A resume starts a monitor of its own: the snapshot's stream travels as a descriptor a
+  // standby was not started with.
+  std::unique_ptr<StandbyMonitor> standby =
+      leash || snapshot ? nullptr : take_standby(cgroups);
   if (standby) {
     record.instance_id = standby->instance_id();
     cgroups = standby->cgroups();
@@ -694,6 +710,10 @@ base::UniqueFd LinuxBackend::build_instance(RecordFile& record, const ResourceLi
     if (leash) {
       config.flags |= kPooled;
       descriptors.pool_leash = *leash;
+    }
+    if (snapshot) {
+      config.flags |= kFromSnapshot;
+      descriptors.snapshot = *snapshot;
     }
     std::optional<LaunchedInit> launched;
     launch_ns = monotonic_ns();
@@ -1001,8 +1021,12 @@ int LinuxBackend::dispose_scope(std::string_view scope,
                                 std::optional<std::string_view> thread_id) noexcept {
   return backend_kit::contained("linux", "dispose_scope", 0, [&] {
     const auto wanted = backend_kit::scope_labels(scope, thread_id);
-    return destroy_matching(
+    const int count = destroy_matching(
         [&](const RecordFile& record) { return backend_kit::labels_match(record.labels, wanted); });
+    for (const auto& snapshot : snapshots_.list()) {
+      if (backend_kit::labels_match(snapshot.labels, wanted)) snapshots_.remove(snapshot.id);
+    }
+    return count;
   });
 }
 
@@ -1048,12 +1072,105 @@ int LinuxBackend::purge_all() noexcept {
       if (id.rfind("pool-", 0) == 0) store_.forget_lock(id);
       if (record) ++count;
     }
+    snapshots_.remove_all();
+    snapshots_.reclaim_staging();
   } catch (const std::exception& error) {
     spdlog::warn("linux: purge failed: {}", error_detail(error));
   } catch (...) {
     spdlog::warn("linux: purge failed");
   }
   return count;
+}
+
+// ---- snapshots ----
+
+std::optional<SnapshotRecord> LinuxBackend::find_snapshot(std::string_view id) {
+  return snapshots_.find(id);
+}
+
+std::vector<SnapshotRecord> LinuxBackend::list_snapshots() { return snapshots_.list(); }
+
+bool LinuxBackend::delete_snapshot(std::string_view id) noexcept {
+  return backend_kit::contained("linux", "delete_snapshot", false,
+                                [&] { return snapshots_.remove(id); });
+}
+
+std::shared_ptr<Sandbox> LinuxBackend::acquire_from_snapshot(const SandboxKey& key,
+                                                             const SandboxSpec& spec,
+                                                             const SnapshotRecord& snapshot) {
+  if (snapshot.backend != "linux" || !valid_snapshot_id(snapshot.id)) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the linux backend's",
+                          "snapshot");
+  }
+  if (!privileged_) {
+    throw NotSupported("the linux backend resumes snapshots only as root");
+  }
+  if (spec.egress() == Egress::unrestricted) {
+    throw InvalidArgument(
+        "egress: the linux backend never gives a sandbox the host's network (unrestricted); "
+        "it runs closed, or allowlisted through the host's egress proxy",
+        "egress");
+  }
+  // The spec's limits and posture; the snapshot's storage, over the image it was taken on.
+  const ResourceLimits resources = effective_resources(spec);
+  const std::string image_reference =
+      spec.image_id() ? *spec.image_id() : (spec.image() ? *spec.image() : config_->default_image);
+
+  const std::string id = sandbox_identity(key, spec.kind(), spec.egress_posture());
+  auto mutex = identity_mutex(id);
+  std::lock_guard in_process(*mutex);
+  if (!layout_checked_.load(std::memory_order_acquire) ||
+      ::access((store_.base() / "locks").c_str(), F_OK) != 0) {
+    store_.ensure_layout();
+    layout_checked_.store(true, std::memory_order_release);
+  }
+  std::call_once(orphans_once_, [this] {
+    StandbyMonitor::reclaim_orphans(store_);
+    reclaim_orphaned_pool();
+    snapshots_.reclaim_staging();
+  });
+  // The stored record, not the caller's copy, says whose it is (the router checked too).
+  const auto stored = snapshots_.find(snapshot.id);
+  if (!stored || !snapshot_belongs_to(*stored, key)) {
+    throw NotFound("no snapshot '" + snapshot.id + "' in this conversation");
+  }
+  // Opened before anything is disposed of: a snapshot deleted meanwhile is NotFound, and one
+  // deleted from here on is still read whole.
+  base::UniqueFd stream = snapshots_.open_stream(snapshot.id);
+  if (spec.work_dir() != stored->work_dir) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' was taken with work_dir '" +
+                              stored->work_dir + "'; it is resumed only there",
+                          "work_dir");
+  }
+  const ResolvedImage image = resolve(image_reference);
+  if (image.reference != stored->image) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' holds what was written over image '" +
+                              stored->image + "'; the spec's image is '" + image.reference +
+                              "', over which it would not be the same files",
+                          "image");
+  }
+  base::UniqueFd across_processes = store_.lock(id);
+  // The live sandbox of this identity, if any, goes first: a resume is a new instance.
+  if (auto record = store_.read(id)) {
+    destroy_locked(id, record);
+  } else if (::access(store_.sandbox_dir(id).c_str(), F_OK) == 0) {
+    destroy_locked(id, std::nullopt);
+  } else if (auto live = cache_.forget(id)) {
+    live->mark_disposed();
+  }
+  std::shared_ptr<LinuxSandbox> created =
+      create(id, key, spec, resources, image, stream.get());
+  stream.reset();
+  if (spec.egress() == Egress::allowlist) {
+    try {
+      listen_for_egress(id, spec, created->record());
+    } catch (...) {
+      destroy_locked(id, created->record());
+      throw;
+    }
+  }
+  cache_.remember(id, created);
+  return created;
 }
 
 std::shared_ptr<SandboxBackend> make_backend_instance(LinuxBackendConfig config) {

@@ -18,6 +18,7 @@
 #include "backends/kit/cgroups.hpp"
 #include "backends/linux/image_source.hpp"
 #include "backends/linux/linux_sandbox.hpp"
+#include "backends/linux/snapshots.hpp"
 #include "backends/linux/standby.hpp"
 #include "backends/linux/state_store.hpp"
 #include "backends/linux/warm_pool.hpp"
@@ -64,6 +65,14 @@ class LinuxBackend final : public SandboxBackend {
   std::vector<SandboxRecord> list_sandboxes() override;
   int purge_all() noexcept override;
 
+  // Snapshots (root only): the guest's writable storage, taken frozen (snapshots.hpp).
+  std::optional<SnapshotContent> snapshot_content() const override;
+  std::shared_ptr<Sandbox> acquire_from_snapshot(const SandboxKey& key, const SandboxSpec& spec,
+                                                 const SnapshotRecord& snapshot) override;
+  std::optional<SnapshotRecord> find_snapshot(std::string_view id) override;
+  std::vector<SnapshotRecord> list_snapshots() override;
+  bool delete_snapshot(std::string_view id) noexcept override;
+
   const LinuxBackendConfig& config() const noexcept { return *config_; }
   // The instance id of the standby monitor waiting to be claimed, or "" (for tests and metrics).
   std::string ready_standby();
@@ -73,16 +82,20 @@ class LinuxBackend final : public SandboxBackend {
   bool privileged() const noexcept { return privileged_; }
 
  private:
+  // `snapshot`: the stream the new sandbox's storage starts as (a resume).
   std::shared_ptr<LinuxSandbox> create(const std::string& id, const SandboxKey& key,
                                        const SandboxSpec& spec, const ResourceLimits& resources,
-                                       const ResolvedImage& image);
+                                       const ResolvedImage& image,
+                                       std::optional<int> snapshot = std::nullopt);
   // Builds and starts one sandbox for `record` (id, kind, labels, posture and work dir set by
   // the caller; the rest filled in here) and returns a pidfd of its init. `leash`: a warm-pool
-  // member, held on it (and built without the standby), recorded as "pooled". Removes what it
+  // member, held on it (and built without the standby), recorded as "pooled". `snapshot`: a
+  // resume's stream, restored into the storage by a monitor started for it. Removes what it
   // made when it fails.
   base::UniqueFd build_instance(RecordFile& record, const ResourceLimits& resources,
                                 const ResolvedImage& image, bool egress_bridge,
-                                std::optional<int> leash);
+                                std::optional<int> leash,
+                                std::optional<int> snapshot = std::nullopt);
   SpawnConfig spawn_config(const RecordFile& record, const std::string& secret,
                            bool egress_bridge, const ResourceLimits& resources,
                            const ResolvedImage& image, const InstanceCgroups& cgroups);
@@ -120,6 +133,7 @@ class LinuxBackend final : public SandboxBackend {
 
   std::shared_ptr<const LinuxBackendConfig> config_;
   StateStore store_;
+  SnapshotStore snapshots_;
   bool privileged_;
   bool cgroups_ = false;                       // root, or cgroups delegated to this user
   std::optional<SubordinateIds> subordinate_;  // unprivileged, and the host grants them

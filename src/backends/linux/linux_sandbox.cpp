@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "airlock/errors.hpp"
+#include "backends/linux/snapshots.hpp"
 #include "backends/linux/spawn_config.hpp"
 
 namespace airlock::linux_backend {
@@ -79,6 +80,20 @@ void LinuxSandbox::mark_disposed() noexcept {
   }
   std::lock_guard lock(agent_mutex_);
   agent_.reset();
+}
+
+SnapshotRecord LinuxSandbox::snapshot() {
+  refuse_when_gone();
+  if (!record_.privileged) {
+    throw NotSupported(
+        "the linux backend takes snapshots only as root: unprivileged, the host user cannot "
+        "read what the guest's root made unreadable, nor give a resumed guest its own ids");
+  }
+  if (!is_live()) throw SandboxInvalidated("the sandbox's init is gone; acquire it again");
+  base::UniqueFd storage = channel_.fetch_storage();
+  // <state>/linux/<id>/ → <state>/linux/snapshots/
+  const SnapshotStore store(state_directory_.parent_path() / "snapshots");
+  return store.capture(record_, storage.get());
 }
 
 void LinuxSandbox::refuse_when_gone() const {

@@ -43,6 +43,9 @@ class LinuxSandbox final : public Sandbox {
   // lives in the sandbox's own storage, which no host path names: the host side is a descriptor
   // this handle holds (/proc/self/fd/N), valid in this process while the handle lives.
   std::optional<SocketChannel> socket_channel() override;
+  // What the guest wrote (its overlay's upper layer or its work storage, and its /tmp), read
+  // from the host while the sandbox is frozen (snapshots.hpp). Root only.
+  SnapshotRecord snapshot() override;
 
   // ---- for the backend (and tests) ----
   const RecordFile& record() const noexcept { return record_; }

@@ -14,6 +14,8 @@
 //   namespaces → ok + 2 fds: the init's user and mount namespaces (for the file agent, which
 //             joins them: the init is not dumpable, so no host process may open them through
 //             /proc; only whoever holds the secret is handed them)
+//   storage → ok + 1 fd: O_PATH descriptor of the sandbox's storage tmpfs (its root: upper/ or
+//             work/, tmp/, …), for snapshots; the guest never sees this directory itself
 //   exec    → exited | queued_timeout | spawn_failed | error
 //             fds: stdout, stderr, and stdin when kStdinPipe is set (else the guest's /dev/null).
 //             While the command runs, the host may send `kill` on the same connection; closing
@@ -52,6 +54,7 @@ enum class Op : std::uint32_t {
   kill = 4,
   namespaces = 5,
   signal = 6,
+  storage = 7,
 };
 enum class ReplyKind : std::uint32_t {
   ok = 1,

@@ -11,6 +11,8 @@
 //   8  (optional, kPooled) the leash: a socket to the warm pool that built the sandbox ahead of
 //      need. Until the pool sends one byte 'c' (claimed) on it, end of stream on it — the
 //      pool's process died or discarded the sandbox — ends the sandbox.
+//   9  (optional, kFromSnapshot) a snapshot's stream (snapshot_stream.hpp), read once into the
+//      new storage before the root is mounted on it, then closed: no guest process inherits it
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ inline constexpr int kControlFd = 5;
 inline constexpr int kImagePinFd = 6;
 inline constexpr int kIdSlotFd = 7;
 inline constexpr int kPoolLeashFd = 8;
+inline constexpr int kSnapshotFd = 9;
 
 enum class RootKind : std::uint32_t { host = 1, directory = 2 };
 
@@ -40,6 +43,8 @@ inline constexpr std::uint32_t kHasIdSlot = 1u << 3;
 inline constexpr std::uint32_t kSubordinateIds = 1u << 4;
 // Built by the warm pool: held on the leash at kPoolLeashFd until claimed.
 inline constexpr std::uint32_t kPooled = 1u << 5;
+// Resumed from a snapshot: the storage starts as the stream at kSnapshotFd holds it.
+inline constexpr std::uint32_t kFromSnapshot = 1u << 6;
 
 // Where a sandbox sees its host-tool socket directory (read-only: connecting to a unix socket
 // needs write permission on the socket, not on its directory or mount).

@@ -166,7 +166,9 @@ std::vector<std::string> StateStore::ids() const {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(base_, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == "locks" || name == "standby" || !entry.is_directory()) continue;
+    if (name == "locks" || name == "standby" || name == "snapshots" || !entry.is_directory()) {
+      continue;
+    }
     out.push_back(name);
   }
   return out;

@@ -7,6 +7,7 @@
 //                                   processes (the files stay; removing a lock file someone waits
 //                                   on would break the exclusion)
 //     standby/<instance>.json       a standby monitor (standby.hpp)
+//     snapshots/                    saved sandboxes (snapshots.hpp): never a sandbox's id
 //     pool-<instance>/              a warm pool's sandbox, laid out as <id>/ below; renamed to
 //                                   <id>/ when a conversation claims it (warm_pool.hpp)
 //     <id>/                         0711: the sandbox's init passes through, nobody lists

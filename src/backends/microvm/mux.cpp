@@ -217,6 +217,14 @@ bool Multiplexer::handle_frame(char type, std::uint32_t id, std::string& payload
   const bool peer_opened = (id % 2 == 1) != host_side_;
   if (type == kOpen) {
     if (!peer_opened || streams_.count(id) != 0 || payload.size() > 64) return false;
+    // Every stream the peer opens costs this side a descriptor (and the host, a connection to
+    // the egress proxy): past kMaxPeerStreams open at once, a new one is refused.
+    std::size_t theirs = 0;
+    for (const auto& entry : streams_) theirs += ((entry.first % 2 == 1) != host_side_) ? 1 : 0;
+    if (theirs >= kMaxPeerStreams) {
+      queue(mux_frame(kReset, id, {}));
+      return true;
+    }
     base::UniqueFd local = on_open_ ? on_open_(payload) : base::UniqueFd();
     if (!local) {
       queue(mux_frame(kReset, id, {}));

@@ -21,9 +21,9 @@
 //   kSetup   (host, stream 0) the clock, fresh randomness and the sandbox's settings (setup.hpp)
 //   kReady   (guest, stream 0) the setup is applied; the payload is empty or an error line
 //
-// Each end treats the other as untrusted: an oversized frame, an unknown type, data beyond a
-// stream's window or for a stream that does not exist ends the multiplexer (the host then
-// treats the sandbox as gone; the guest's streams are all reset).
+// Each end treats the other as untrusted: an oversized frame, an unknown type or data beyond a
+// stream's window ends the multiplexer (the host then treats the sandbox as gone; the guest's
+// streams are all reset); a stream opened past kMaxPeerStreams is refused with kReset.
 #pragma once
 
 #include <poll.h>
@@ -56,6 +56,7 @@ inline constexpr std::size_t kMuxHeader = 9;
 inline constexpr std::uint32_t kMaxData = 64u << 10;
 inline constexpr std::uint32_t kMaxControl = 1u << 20;  // kOpen, kSetup, kReady payloads
 inline constexpr std::uint64_t kWindow = 256u << 10;
+inline constexpr std::size_t kMaxPeerStreams = 256;  // streams the peer may hold open at once
 inline constexpr const char* kStreamCommand = "command";
 inline constexpr const char* kStreamEgress = "egress";
 inline constexpr const char* kHelloText = "airlock-microvm 1";

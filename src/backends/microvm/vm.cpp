@@ -22,6 +22,9 @@ extern char** environ;
 namespace airlock::microvm_backend {
 namespace {
 
+// Stream-0 frames kept until awaited: the host awaits one hello and one ready per VM.
+constexpr std::size_t kMaxPendingControls = 4;
+
 // The descriptors the jail gets, at fixed numbers (QEMU inherits the last three).
 constexpr int kLeashFd = 3;
 constexpr int kStatusFd = 4;
@@ -79,7 +82,9 @@ PortChannel::PortChannel(base::UniqueFd port)
           },
           [this](char type, const std::string& payload) {
             std::lock_guard lock(mutex_);
-            controls_.emplace_back(type, payload);
+            // Kept for await_control, and only a few: a guest repeating control frames
+            // must not grow the host's memory (none is awaited once the setup is done).
+            if (controls_.size() < kMaxPendingControls) controls_.emplace_back(type, payload);
             changed_.notify_all();
           }) {
   pump_ = std::thread([this] {
@@ -240,8 +245,16 @@ std::unique_ptr<VirtualMachine> VirtualMachine::start(VmPlan plan, Clock::time_p
   base::UniqueFd status_read(status[0]), status_write(status[1]);
   auto [port_here, port_there] = socket_pair("control port");
   auto [monitor_here, monitor_there] = socket_pair("monitor");
-  base::UniqueFd log(::open((plan.directory.parent_path() / "qemu.log").c_str(),
-                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+  // QEMU's (and the jail's) stdout and stderr: a pipe whose writing end never blocks, read by
+  // this side only when something failed. A guest that makes QEMU complain without end (a
+  // device model's error reports) fills 64 KiB of pipe and then nothing: no host file grows.
+  int output[2];
+  if (::pipe2(output, O_CLOEXEC) != 0) {
+    throw BackendError("could not make the jail's pipes", std::strerror(errno));
+  }
+  base::UniqueFd words_read(output[0]), log(output[1]);
+  ::fcntl(log.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(words_read.get(), F_SETFL, O_NONBLOCK);
   base::UniqueFd null(::open("/dev/null", O_RDWR | O_CLOEXEC));
 
   // Every descriptor the child gets is first lifted above the numbers it gets them at, so no
@@ -301,6 +314,7 @@ std::unique_ptr<VirtualMachine> VirtualMachine::start(VmPlan plan, Clock::time_p
   vm->leash_ = std::move(leash_write);
   vm->status_ = std::move(status_read);
   vm->directory_ = plan.directory;
+  vm->words_ = std::move(words_read);
   vm->disk_ = plan.disk;
   leash_read.reset();
   status_write.reset();
@@ -343,11 +357,15 @@ std::unique_ptr<VirtualMachine> VirtualMachine::start(VmPlan plan, Clock::time_p
 VirtualMachine::~VirtualMachine() { kill(); }
 
 std::string VirtualMachine::jail_words() {
-  std::string words;
-  std::ifstream log(directory_.parent_path() / "qemu.log");
-  std::ostringstream text;
-  text << log.rdbuf();
-  words = text.str();
+  if (words_) {
+    char buffer[4096];
+    ssize_t got;
+    while ((got = ::read(words_.get(), buffer, sizeof buffer)) > 0) {
+      words_text_.append(buffer, static_cast<std::size_t>(got));
+      if (words_text_.size() > 8192) words_text_.erase(0, words_text_.size() - 4096);
+    }
+  }
+  std::string words = words_text_;
   if (words.size() > 2000) words = words.substr(words.size() - 2000);
   return words.empty() ? std::string() : " (" + trim(words) + ")";
 }

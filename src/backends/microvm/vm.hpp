@@ -33,7 +33,7 @@ struct VmPlan {
   std::filesystem::path kernel;
   std::filesystem::path initramfs;
   // The VM's own directory: its writable disk layer, the one path of the host QEMU may write.
-  // Owned by `uid`, 0700. QEMU's own output goes to ../qemu.log (the caller's, not QEMU's).
+  // Owned by `uid`, 0700.
   std::filesystem::path directory;
   std::filesystem::path disk;                    // qcow2, inside `directory`
   std::vector<std::filesystem::path> read_only;  // the disk's backing files
@@ -122,6 +122,8 @@ class VirtualMachine {
   std::shared_ptr<PortChannel> channel_;
   std::filesystem::path directory_;
   std::filesystem::path disk_;
+  base::UniqueFd words_;     // QEMU's stdout and stderr (a pipe; see start)
+  std::string words_text_;   // what was read of it, the last few KiB
   bool reaped_ = false;
 };
 

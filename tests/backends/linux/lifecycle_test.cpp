@@ -630,12 +630,14 @@ TEST_F(LifecycleTest, DeclarationsAreWhatTheBackendEnforces) {
             std::optional<EgressSet>(EgressSet{Egress::closed, Egress::allowlist}));
   EXPECT_EQ(backend_->os_families(), std::optional<OsFamilySet>(OsFamilySet{OsFamily::posix}));
   // host_tools: exec detaches (a command's leftovers outlive the call, so the files channel's
-  // launcher works) and every sandbox offers the socket channel.
+  // launcher works) and every sandbox offers the socket channel. snapshot: as root (these tests
+  // are), files only — the frozen copy of the guest's storage (snapshot_test.cpp).
   const CapabilitySet expected{Capability::exec,       Capability::run_code,
                                Capability::files_in,   Capability::files_out,
                                Capability::files_list, Capability::files_delete,
-                               Capability::host_tools};
+                               Capability::host_tools, Capability::snapshot};
   EXPECT_EQ(backend_->capabilities(), std::optional<CapabilitySet>(expected));
+  EXPECT_EQ(backend_->snapshot_content(), std::optional<SnapshotContent>(SnapshotContent::filesystem));
 }
 
 }  // namespace

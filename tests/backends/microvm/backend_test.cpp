@@ -3,6 +3,7 @@
 // siblings, what a wedged guest kernel costs its host, and what a SIGKILLed owner leaves behind.
 // The tests share one state directory (and so one snapshot template); each ends with no
 // sandbox of its own left.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -198,6 +199,19 @@ TEST_F(Microvm, TheJailHoldsQemuWithoutCapabilitiesUnderItsSeccompSeeingNoHostPa
     EXPECT_EQ(status_field(qemu, field), "0000000000000000") << field;
   }
   EXPECT_EQ(status_field(qemu, "NoNewPrivs"), "1");
+  // What QEMU prints goes into a pipe whose writing end never blocks: a guest that makes its
+  // device models complain without end fills no host file and stalls no VM.
+  for (const char* fd : {"1", "2"}) {
+    const fs::path link = "/proc/" + std::to_string(qemu) + "/fd/" + fd;
+    EXPECT_EQ(fs::read_symlink(link).string().rfind("pipe:", 0), 0u) << fd << " is not a pipe";
+    std::istringstream info(read_file("/proc/" + std::to_string(qemu) + "/fdinfo/" + fd));
+    std::string line;
+    unsigned long flags = 0;
+    while (std::getline(info, line)) {
+      if (line.rfind("flags:", 0) == 0) flags = std::stoul(line.substr(6), nullptr, 8);
+    }
+    EXPECT_NE(flags & O_NONBLOCK, 0u) << "QEMU's descriptor " << fd << " blocks";
+  }
   EXPECT_EQ(status_field(qemu, "Seccomp"), "2");  // QEMU's own filter (-sandbox on)
   EXPECT_EQ(status_field(qemu, "Uid").substr(0, 10), "1999999999");
   // Its root is the jail's: none of the host's own directories are there, and outside the

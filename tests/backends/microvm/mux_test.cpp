@@ -9,18 +9,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace airlock::microvm_backend {
 namespace {
 
+// Every descriptor here is a socket. A write to one whose peer is gone (a multiplexer stopped at
+// a test's end, under an echo still writing) fails with EPIPE rather than killing the test.
 bool write_all(int fd, const std::string& data) {
   std::size_t done = 0;
   while (done < data.size()) {
-    const ssize_t wrote = ::write(fd, data.data() + done, data.size() - done);
+    const ssize_t wrote = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
     if (wrote < 0 && errno == EAGAIN) {
       pollfd watch{fd, POLLOUT, 0};
       if (::poll(&watch, 1, 1000) <= 0) return false;
@@ -156,7 +161,7 @@ TEST(Multiplexer, AStreamNobodyReadsDoesNotStallAnother) {
     for (int i = 0; i < 64; ++i) {
       pollfd watch{stalled.get(), POLLOUT, 0};
       if (::poll(&watch, 1, 100) <= 0) break;
-      if (::write(stalled.get(), block.data(), block.size()) <= 0) break;
+      if (::send(stalled.get(), block.data(), block.size(), MSG_NOSIGNAL) <= 0) break;
     }
   });
   flooder.join();
@@ -190,6 +195,63 @@ TEST(Multiplexer, AnAnswerGivenWithInputUnreadArrivesBeforeTheEnd) {
   ASSERT_TRUE(write_all(echo.get(), "still here"));
   ::shutdown(echo.get(), SHUT_WR);
   EXPECT_EQ(read_until_eof(echo.get()), "still here");
+}
+
+// A guest (its kernel compromised, say) opens stream after stream towards the host: each
+// would cost the host a descriptor and a connection to the egress proxy. Past kMaxPeerStreams
+// open at once the host refuses the rest, and a stream let go makes room again.
+TEST(Multiplexer, APeerOpeningStreamsWithoutEndIsRefusedPastTheCap) {
+  int ends[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends), 0);
+  base::UniqueFd host_port(ends[0]), guest_port(ends[1]);
+  std::mutex held_mutex;
+  std::vector<base::UniqueFd> held;  // the far ends of what the host accepted, kept open
+  std::atomic<int> opened{0};
+  Multiplexer host(
+      host_port.get(), true,
+      [&](const std::string& kind) -> base::UniqueFd {
+        if (kind != kStreamEgress) return {};
+        int pair[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return {};
+        ++opened;
+        std::lock_guard lock(held_mutex);
+        held.emplace_back(pair[1]);
+        return base::UniqueFd(pair[0]);
+      },
+      [](char, const std::string&) {});
+  std::thread loop([&] { host.run(); });
+  const std::size_t attempts = kMaxPeerStreams + 44;
+  std::string frames;
+  for (std::size_t i = 0; i < attempts; ++i) {
+    frames += mux_frame(kOpen, static_cast<std::uint32_t>(2 * (i + 1)), kStreamEgress);
+  }
+  ASSERT_TRUE(write_all(guest_port.get(), frames));
+  // What the host answers: a reset for each open past the cap, and nothing else.
+  std::string answers;
+  std::size_t resets = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (resets < attempts - kMaxPeerStreams && std::chrono::steady_clock::now() < deadline) {
+    pollfd watch{guest_port.get(), POLLIN, 0};
+    if (::poll(&watch, 1, 200) <= 0) continue;
+    char buffer[4096];
+    const ssize_t got = ::read(guest_port.get(), buffer, sizeof buffer);
+    if (got <= 0) break;
+    answers.append(buffer, static_cast<std::size_t>(got));
+    resets = 0;
+    for (std::size_t at = 0; at + kMuxHeader <= answers.size();) {
+      std::uint32_t size = 0;
+      for (int i = 0; i < 4; ++i) {
+        size |= static_cast<std::uint32_t>(static_cast<unsigned char>(answers[at + 5 + i]))
+                << (8 * i);
+      }
+      if (answers[at] == kReset) ++resets;
+      at += kMuxHeader + size;
+    }
+  }
+  EXPECT_EQ(opened.load(), static_cast<int>(kMaxPeerStreams));
+  EXPECT_EQ(resets, attempts - kMaxPeerStreams);
+  host.stop();
+  loop.join();
 }
 
 TEST(Multiplexer, ControlFramesReachTheOtherEnd) {

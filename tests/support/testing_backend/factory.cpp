@@ -28,6 +28,10 @@
 //   seed_files                    {"/abs/path": "content" | {"kind": "file", "content": …} |
 //                                  {"kind": "symlink", "target": …} | {"kind": "directory"} |
 //                                  {"kind": "other"}}
+//   snapshot_content              "filesystem" | "filesystem+memory" | null: what its snapshots
+//                                 are declared to hold (null, the default: none declared; add
+//                                 "snapshot" to capabilities for the router to let one through)
+//   snapshot_seconds              how long each snapshot takes, the sandbox frozen meanwhile
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -246,7 +250,8 @@ Milliseconds positive_seconds(const Json& value, const std::string& path) {
 constexpr const char* kKnownFields =
     "name, isolation, egress_modes, capabilities, os_families, limits, unemulated_commands, "
     "emulate_commands, shared_sandbox, outputs, default_stdout, raises, acquire_error, "
-    "dispose_fails, purge_count, stat_sizes, hanging_reads, read_hang_seconds, seed_files";
+    "dispose_fails, purge_count, stat_sizes, hanging_reads, read_hang_seconds, seed_files, "
+    "snapshot_content, snapshot_seconds";
 
 // The backend declares limits it cannot have meant: the router refuses it at its limits check.
 class UnreadableLimitsBackend : public InProcessSandboxBackend {
@@ -331,6 +336,20 @@ void read_field(const std::string& field, const Json& value, const std::string& 
     sandbox.read_hang_bound = positive_seconds(value, path);
   } else if (field == "seed_files") {
     sandbox.seeds = parse_seeds(value, path);
+  } else if (field == "snapshot_content") {
+    if (value.is_null()) {
+      options.snapshot_content = std::nullopt;
+    } else if (value == "filesystem") {
+      options.snapshot_content = SnapshotContent::filesystem;
+    } else if (value == "filesystem+memory") {
+      options.snapshot_content = SnapshotContent::filesystem_and_memory;
+    } else {
+      throw InvalidArgument(path + ": expected \"filesystem\", \"filesystem+memory\" or null, got " +
+                                value.dump(),
+                            path);
+    }
+  } else if (field == "snapshot_seconds") {
+    options.snapshot_duration = positive_seconds(value, path);
   } else {
     throw InvalidArgument(path + ": unknown field (known: " + kKnownFields + ")", path);
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <random>
 #include <thread>
 
 #include "airlock/encoding.hpp"
@@ -37,6 +38,80 @@ void refuse_overlong(const std::string& absolute) {
 }
 
 }  // namespace
+
+// What a backend with one sandbox per key knows of its live sandboxes (to label their
+// snapshots and list them), and the snapshots themselves, shared with each sandbox it makes so
+// that snapshot() finds them — and finds them gone, not dangling, once the backend is.
+struct SnapshotShelf {
+  struct Origin {
+    SandboxKey key;
+    std::string kind;
+    std::string posture;
+    std::string image;
+    std::string work_dir;
+    std::map<std::string, std::string> labels;
+    std::chrono::system_clock::time_point created_at;
+  };
+  struct Stored {
+    SnapshotRecord record;
+    std::map<std::string, InProcessSandbox::Node> nodes;
+  };
+
+  std::mutex mutex;
+  std::string backend;
+  std::optional<SnapshotContent> content;
+  Milliseconds duration{0};
+  std::map<std::string, Origin> origins;             // by instance id: the live sandboxes
+  std::map<std::string, Stored, std::less<>> shelved;  // by snapshot id
+};
+
+namespace {
+
+// "snap-" and 24 hex digits, unguessable.
+std::string new_snapshot_id() {
+  static std::mutex mutex;
+  static std::random_device device;
+  std::lock_guard lock(mutex);
+  std::uniform_int_distribution<unsigned> digit(0, 15);
+  std::string id = "snap-";
+  for (int i = 0; i < 24; ++i) id.push_back("0123456789abcdef"[digit(device)]);
+  return id;
+}
+
+bool of_conversation(const std::map<std::string, std::string>& labels, std::string_view scope,
+                     std::optional<std::string_view> thread_id) {
+  const auto label = [&labels](const char* name) {
+    const auto found = labels.find(name);
+    return found == labels.end() ? std::string() : found->second;
+  };
+  return label("airlock.scope") == map_label_value(scope) &&
+         (!thread_id || label("airlock.thread") == map_label_value(*thread_id));
+}
+
+}  // namespace
+
+class InProcessSandbox::Running {
+ public:
+  explicit Running(InProcessSandbox& sandbox) : sandbox_(sandbox) {
+    std::lock_guard lock(sandbox_.mutex_);
+    if (sandbox_.capturing_) {
+      throw BackendError(
+          "the sandbox is frozen while a snapshot of it is taken: the command was refused "
+          "(SandboxRouter::snapshot is an exclusive call, so no command admitted by the "
+          "router meets this)");
+    }
+    ++sandbox_.running_;
+  }
+  ~Running() {
+    std::lock_guard lock(sandbox_.mutex_);
+    --sandbox_.running_;
+  }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+
+ private:
+  InProcessSandbox& sandbox_;
+};
 
 std::exception_ptr scripted_error(std::string_view type, const std::string& message) {
   if (type == "Timeout") return std::make_exception_ptr(Timeout(message));
@@ -239,6 +314,68 @@ std::optional<std::string> InProcessSandbox::contents(const std::string& path) c
   return found->second.content;
 }
 
+int InProcessSandbox::commands_running() const {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
+SnapshotRecord InProcessSandbox::snapshot() {
+  const std::shared_ptr<SnapshotShelf> shelf = shelf_.lock();
+  if (!shelf) {
+    throw NotSupported(
+        "this in-process sandbox keeps no snapshots: only a testing backend with one sandbox per "
+        "key (shared_sandbox false) takes them, and only while it exists");
+  }
+  Milliseconds duration{0};
+  {
+    std::lock_guard lock(shelf->mutex);
+    duration = shelf->duration;
+  }
+  std::map<std::string, Node> files;
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ > 0) {
+      throw BackendError("the sandbox is running " + std::to_string(running_) +
+                         " command(s): a snapshot is taken between commands (run it as an "
+                         "exclusive call, as SandboxRouter::snapshot does)");
+    }
+    if (capturing_) throw BackendError("a snapshot of this sandbox is already being taken");
+    capturing_ = true;
+    files = nodes_;
+  }
+  struct Thaw {
+    InProcessSandbox& sandbox;
+    ~Thaw() {
+      std::lock_guard lock(sandbox.mutex_);
+      sandbox.capturing_ = false;
+    }
+  } thaw{*this};
+  if (duration > Milliseconds(0)) std::this_thread::sleep_for(duration);
+
+  std::lock_guard lock(shelf->mutex);
+  const auto origin = shelf->origins.find(instance_id());
+  if (origin == shelf->origins.end()) {
+    throw NotFound("sandbox instance " + instance_id() +
+                   " was disposed of: there is nothing left to save");
+  }
+  SnapshotRecord record;
+  record.id = new_snapshot_id();
+  record.backend = shelf->backend;
+  record.content = shelf->content.value_or(SnapshotContent::filesystem);
+  record.kind = origin->second.kind;
+  record.egress_posture = origin->second.posture;
+  record.image = origin->second.image;
+  record.work_dir = origin->second.work_dir;
+  record.labels = origin->second.labels;
+  record.source_instance_id = instance_id();
+  for (const auto& [path, node] : files) {
+    record.bytes += path.size() + node.content.size() + node.target.size();
+  }
+  record.created_at = std::chrono::system_clock::now();
+  shelf->shelved.emplace(record.id, SnapshotShelf::Stored{record, std::move(files)});
+  return record;
+}
+
 bool InProcessSandbox::exists(const std::string& path) const {
   std::lock_guard lock(mutex_);
   return lstat_kind(normalize_guest_path(path)).has_value();
@@ -337,6 +474,7 @@ ExecResult InProcessSandbox::exec(const Command& command, const ExecOptions& cal
   if (caller_options.terminal) {
     throw NotSupported("the testing backend cannot give a command a terminal");
   }
+  Running running(*this);
   ExecResult result = exec_collected(command, caller_options);
   deliver_collected_output(result, caller_options);
   return result;
@@ -388,6 +526,7 @@ ExecResult InProcessSandbox::exec_collected(const Command& command,
 }
 
 ExecResult InProcessSandbox::run_code(std::string_view code, Milliseconds timeout) {
+  Running running(*this);
   std::exception_ptr raises;
   std::optional<ExecResult> scripted;
   ExecResult result;
@@ -506,7 +645,45 @@ void InProcessSandbox::remove(std::string_view path, std::string_view working_di
 // ---- the backend -----------------------------------------------------------------------------
 
 InProcessSandboxBackend::InProcessSandboxBackend(InProcessBackendOptions options)
-    : options_(std::move(options)), shared_(std::make_shared<InProcessSandbox>(options_.sandbox)) {}
+    : options_(std::move(options)),
+      shared_(std::make_shared<InProcessSandbox>(options_.sandbox)),
+      shelf_(std::make_shared<SnapshotShelf>()) {
+  shelf_->backend = options_.name;
+  shelf_->content = options_.snapshot_content;
+  shelf_->duration = options_.snapshot_duration;
+}
+
+std::shared_ptr<InProcessSandbox> InProcessSandboxBackend::make_sandbox_locked(
+    const SandboxKey& key, const SandboxSpec& spec) {
+  InProcessSandboxOptions sandbox_options = options_.sandbox;
+  sandbox_options.instance_id = "in-process-" + std::to_string(next_instance_++);
+  auto sandbox = std::make_shared<InProcessSandbox>(sandbox_options, key, spec.kind());
+  sandbox->shelf_ = shelf_;
+  {
+    std::lock_guard lock(shelf_->mutex);
+    shelf_->origins[sandbox->instance_id()] =
+        SnapshotShelf::Origin{key,
+                              spec.kind(),
+                              spec.egress_posture(),
+                              spec.image().value_or(""),
+                              spec.work_dir(),
+                              sandbox_labels(key, spec),
+                              std::chrono::system_clock::now()};
+  }
+  live_[{key, spec.kind(), spec.egress_posture()}] = sandbox;
+  return sandbox;
+}
+
+InProcessSandboxBackend::LiveMap::iterator InProcessSandboxBackend::forget_locked(
+    LiveMap::iterator slot) {
+  const std::string instance = slot->second->instance_id();
+  disposed_instances_.push_back(instance);
+  {
+    std::lock_guard lock(shelf_->mutex);
+    shelf_->origins.erase(instance);
+  }
+  return live_.erase(slot);
+}
 
 std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire(const SandboxKey& key,
                                                           const SandboxSpec& spec) {
@@ -515,13 +692,9 @@ std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire(const SandboxKey& key,
   keys_.push_back(key);
   specs_.push_back(spec);
   if (!options_.sandbox_per_key) return shared_;
-  auto& slot = live_[{key, spec.kind(), spec.egress_posture()}];
-  if (!slot) {
-    InProcessSandboxOptions sandbox_options = options_.sandbox;
-    sandbox_options.instance_id = "in-process-" + std::to_string(next_instance_++);
-    slot = std::make_shared<InProcessSandbox>(sandbox_options, key, spec.kind());
-  }
-  return slot;
+  const auto slot = live_.find({key, spec.kind(), spec.egress_posture()});
+  if (slot != live_.end()) return slot->second;
+  return make_sandbox_locked(key, spec);
 }
 
 void InProcessSandboxBackend::dispose(const SandboxKey& key) noexcept {
@@ -529,12 +702,7 @@ void InProcessSandboxBackend::dispose(const SandboxKey& key) noexcept {
   disposed_.push_back(key);
   if (options_.dispose_fails) return;
   for (auto it = live_.begin(); it != live_.end();) {
-    if (std::get<0>(it->first) == key) {
-      disposed_instances_.push_back(it->second->instance_id());
-      it = live_.erase(it);
-    } else {
-      ++it;
-    }
+    it = std::get<0>(it->first) == key ? forget_locked(it) : std::next(it);
   }
 }
 
@@ -546,12 +714,7 @@ bool InProcessSandboxBackend::dispose_kind(const SandboxKey& key, std::string_vi
   for (auto it = live_.begin(); it != live_.end();) {
     const bool match = std::get<0>(it->first) == key && std::get<1>(it->first) == kind &&
                        (!instance_id || it->second->instance_id() == *instance_id);
-    if (match) {
-      disposed_instances_.push_back(it->second->instance_id());
-      it = live_.erase(it);
-    } else {
-      ++it;
-    }
+    it = match ? forget_locked(it) : std::next(it);
   }
   if (!options_.sandbox_per_key && instance_id && *instance_id == shared_->instance_id()) {
     disposed_instances_.emplace_back(*instance_id);
@@ -570,15 +733,130 @@ int InProcessSandboxBackend::dispose_scope(std::string_view scope,
   for (auto it = live_.begin(); it != live_.end();) {
     const SandboxKey& key = std::get<0>(it->first);
     if (key.scope == scope && (!thread_id || key.thread_id == *thread_id)) {
-      disposed_instances_.push_back(it->second->instance_id());
-      it = live_.erase(it);
+      it = forget_locked(it);
       ++removed;
     } else {
       ++it;
     }
   }
+  {
+    // The conversation's snapshots go with it, found by their labels as a real backend's are.
+    std::lock_guard shelf_lock(shelf_->mutex);
+    std::erase_if(shelf_->shelved, [&](const auto& entry) {
+      return of_conversation(entry.second.record.labels, scope, thread_id);
+    });
+  }
   if (options_.purge_count) return *options_.purge_count;
   return options_.sandbox_per_key ? removed : 1;
+}
+
+std::vector<SandboxRecord> InProcessSandboxBackend::list_sandboxes() {
+  std::lock_guard lock(mutex_);
+  std::vector<SandboxRecord> records;
+  std::lock_guard shelf_lock(shelf_->mutex);
+  for (const auto& [identity, sandbox] : live_) {
+    const auto origin = shelf_->origins.find(sandbox->instance_id());
+    if (origin == shelf_->origins.end()) continue;
+    SandboxRecord record;
+    record.backend = options_.name;
+    record.instance_id = sandbox->instance_id();
+    record.kind = origin->second.kind;
+    record.labels = origin->second.labels;
+    record.egress_posture = origin->second.posture;
+    record.state = "running";
+    record.created_at = origin->second.created_at;
+    records.push_back(std::move(record));
+  }
+  return records;
+}
+
+int InProcessSandboxBackend::purge_all() noexcept {
+  std::lock_guard lock(mutex_);
+  if (options_.dispose_fails) return 0;
+  int removed = 0;
+  for (auto it = live_.begin(); it != live_.end(); ++removed) it = forget_locked(it);
+  std::lock_guard shelf_lock(shelf_->mutex);
+  shelf_->shelved.clear();
+  return removed;
+}
+
+std::optional<SnapshotContent> InProcessSandboxBackend::snapshot_content() const {
+  std::lock_guard lock(shelf_->mutex);
+  return shelf_->content;
+}
+
+std::shared_ptr<Sandbox> InProcessSandboxBackend::acquire_from_snapshot(
+    const SandboxKey& key, const SandboxSpec& spec, const SnapshotRecord& snapshot) {
+  std::lock_guard lock(mutex_);
+  if (options_.acquire_error) std::rethrow_exception(options_.acquire_error);
+  if (!options_.sandbox_per_key) {
+    throw NotSupported(
+        "the shared in-process sandbox answers every key and takes no snapshots "
+        "(shared_sandbox false gives one sandbox per key)");
+  }
+  std::map<std::string, InProcessSandbox::Node> files;
+  {
+    std::lock_guard shelf_lock(shelf_->mutex);
+    const auto found = shelf_->shelved.find(snapshot.id);
+    if (found == shelf_->shelved.end()) {
+      throw NotFound("no snapshot '" + snapshot.id + "' in the in-process backend");
+    }
+    files = found->second.nodes;
+  }
+  keys_.push_back(key);
+  specs_.push_back(spec);
+  resumed_snapshots_.push_back(snapshot.id);
+  // The key's live sandbox of this kind and posture gives way to the resumed one.
+  const auto slot = live_.find({key, spec.kind(), spec.egress_posture()});
+  if (slot != live_.end()) forget_locked(slot);
+  auto sandbox = make_sandbox_locked(key, spec);
+  std::lock_guard sandbox_lock(sandbox->mutex_);
+  sandbox->nodes_ = std::move(files);
+  return sandbox;
+}
+
+std::optional<SnapshotRecord> InProcessSandboxBackend::find_snapshot(std::string_view id) {
+  std::lock_guard lock(shelf_->mutex);
+  const auto found = shelf_->shelved.find(id);
+  if (found == shelf_->shelved.end()) return std::nullopt;
+  return found->second.record;
+}
+
+std::vector<SnapshotRecord> InProcessSandboxBackend::list_snapshots() {
+  std::lock_guard lock(shelf_->mutex);
+  std::vector<SnapshotRecord> records;
+  for (const auto& [id, stored] : shelf_->shelved) records.push_back(stored.record);
+  return records;
+}
+
+bool InProcessSandboxBackend::delete_snapshot(std::string_view id) noexcept {
+  std::lock_guard lock(mutex_);
+  deleted_snapshots_.emplace_back(id);
+  std::lock_guard shelf_lock(shelf_->mutex);
+  if (const auto found = shelf_->shelved.find(id); found != shelf_->shelved.end()) {
+    shelf_->shelved.erase(found);
+  }
+  return true;
+}
+
+void InProcessSandboxBackend::set_snapshot_content(std::optional<SnapshotContent> content) {
+  std::lock_guard lock(shelf_->mutex);
+  shelf_->content = content;
+}
+
+void InProcessSandboxBackend::set_snapshot_duration(Milliseconds duration) {
+  std::lock_guard lock(shelf_->mutex);
+  shelf_->duration = duration;
+}
+
+std::vector<std::string> InProcessSandboxBackend::resumed_snapshots() const {
+  std::lock_guard lock(mutex_);
+  return resumed_snapshots_;
+}
+
+std::vector<std::string> InProcessSandboxBackend::deleted_snapshots() const {
+  std::lock_guard lock(mutex_);
+  return deleted_snapshots_;
 }
 
 std::vector<std::shared_ptr<InProcessSandbox>> InProcessSandboxBackend::live_sandboxes() const {

@@ -22,7 +22,9 @@ async function typed(): Promise<void> {
   const timedOut: boolean = code === EXIT_TIMEOUT;
   const [upload] = await sandbox.uploadFiles([["a.txt", new Uint8Array([1])]]);
   const error: string | null = upload.error;
-  const closed: boolean = await sandbox.close();
+  const saved: string = await sandbox.snapshot();
+  const resumed: AirlockSandbox = await AirlockSandbox.create({ client, key: { scope: "tenant" }, fromSnapshot: saved });
+  const closed: boolean = (await sandbox.close()) && (await resumed.close());
   void timedOut;
   void error;
   void closed;

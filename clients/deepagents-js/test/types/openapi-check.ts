@@ -21,6 +21,8 @@ import type {
   PurgeResponseBody,
   PutFileResponseBody,
   RoutingDecision,
+  Snapshot,
+  SnapshotResponseBody,
   SandboxResources,
   SandboxSpec,
   TransferLimits,
@@ -80,6 +82,10 @@ export type Checks = [
   Check<Read<ExecResponseBody, ResponseOf<"exec", 200>>>,
   Check<Read<PutFileResponseBody, ResponseOf<"putFile", 200>>>,
   Check<Read<ErrorResponseBody, ResponseOf<"acquire", 409>>>,
+  Check<Read<ErrorResponseBody, ResponseOf<"acquire", 404>>>,
+  Check<Read<Snapshot, Schemas["Snapshot"]>>,
+  Check<Read<SnapshotResponseBody, ResponseOf<"takeSnapshot", 201>>>,
+  Check<Read<ErrorResponseBody, ResponseOf<"takeSnapshot", 403>>>,
 ];
 
 // The checks can fail: each of these is a disagreement they must catch.

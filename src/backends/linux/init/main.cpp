@@ -229,7 +229,6 @@ base::UniqueFd open_relative(const char* name, const std::string& step) {
       base::openat2(storage.get(), "host-tools", O_PATH | O_DIRECTORY, base::kResolveConfined);
   if (!opened_host_tools) fail("open the host-tools directory", opened_host_tools.error);
   base::UniqueFd host_tools = std::move(opened_host_tools.fd);
-  storage.reset();
   bring_up_loopback();
   if (::sethostname(config.hostname.data(), config.hostname.size()) != 0) {
     fail("set the hostname", errno);
@@ -254,6 +253,7 @@ base::UniqueFd open_relative(const char* name, const std::string& step) {
   resources.listener = kControlFd;
   resources.root = root_fd.get();
   resources.host_tools = host_tools.get();
+  resources.storage = storage.get();
   resources.egress = egress.release();
   resources.command_cgroup = handles.command_cgroup;
   resources.signals = signals.get();

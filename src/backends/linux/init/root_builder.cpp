@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/linux/init/report.hpp"
+#include "backends/linux/snapshot_stream.hpp"
 #include "backends/linux/syscalls.hpp"
 #include "base/openat2.hpp"
 
@@ -107,6 +108,26 @@ int guest_root_owner(const SpawnConfig& config) {
   return privileged(config) ? static_cast<int>(config.uid_base) : -1;
 }
 
+// A resumed sandbox's storage: what the snapshot's stream holds, before anything is mounted on
+// it (the overlay reads its upper layer whole when mounted, and no guest exists yet). The
+// stream's descriptor is closed here, so neither the init nor any command ever holds it.
+void restore_snapshot(const SpawnConfig& config, int storage) {
+  std::vector<base::UniqueFd> held;
+  std::vector<snapshot_stream::Destination> destinations;
+  const char* kept = config.root_kind == RootKind::host ? "work" : "upper";
+  for (const char* name : {kept, "tmp"}) {
+    held.push_back(open_beneath(storage, name, std::string("open storage/") + name));
+    destinations.push_back({name, held.back().get()});
+  }
+  snapshot_stream::IdRange ids;
+  ids.base = privileged(config) ? config.uid_base : 0;
+  ids.count = config.id_count;
+  const snapshot_stream::Outcome restored =
+      snapshot_stream::restore(kSnapshotFd, destinations, ids);
+  ::close(kSnapshotFd);
+  if (!restored) fail("restore the snapshot: " + restored.what, restored.error);
+}
+
 base::UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
   base::UniqueFd point = open_beneath(sandbox, "storage", "the storage mount point");
   // uid/gid are read in the mounter's user namespace: the guest root is uid_base on the host,
@@ -144,6 +165,7 @@ base::UniqueFd mount_storage(const SpawnConfig& config, int sandbox) {
     make_directory(storage.get(), "upper", 0755, guest, "storage overlay upper");
     make_directory(storage.get(), "ovl-work", 0700, -1, "storage overlay work");
   }
+  if ((config.flags & kFromSnapshot) != 0) restore_snapshot(config, storage.get());
   return storage;
 }
 

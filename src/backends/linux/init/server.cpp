@@ -215,6 +215,16 @@ void Server::read_request(Connection& connection) {
       reply(connection, answer, handed, 2);
       return;
     }
+    case protocol::Op::storage: {
+      // The storage tmpfs's root, for a snapshot: the host reads what the guest wrote beneath
+      // it (by descriptor, never following a link) while the sandbox is frozen.
+      Reply answer;
+      answer.kind = ReplyKind::ok;
+      answer.version = protocol::kVersion;
+      const int handed[] = {resources_.storage};
+      reply(connection, answer, handed, 1);
+      return;
+    }
     case protocol::Op::namespaces: {
       base::UniqueFd user(::open("/proc/self/ns/user", O_RDONLY | O_CLOEXEC));
       base::UniqueFd mount(::open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC));

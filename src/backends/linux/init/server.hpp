@@ -14,6 +14,7 @@ struct ServerResources {
   int listener = -1;        // the control socket (listening)
   int root = -1;            // O_PATH of "/" (handed out on `root`)
   int host_tools = -1;      // O_PATH of the storage's host-tools directory (handed out on `root`)
+  int storage = -1;         // O_PATH of the storage's root (handed out on `storage`)
   int egress = -1;          // O_PATH of the host's egress directory (allowlist), or -1
   int command_cgroup = -1;  // delegated cgroup v2 directory for per-command leaves, or -1
   int signals = -1;         // signalfd for SIGCHLD

@@ -57,6 +57,22 @@
 //     is removed, dispose_kind answers false, dispose_scope counts 0);
 //   - scripted answers per marker, and the logs: commands (command, working directory,
 //     timeout), programs, and the backend's acquired keys and specs, disposals and purges.
+//
+// Snapshots (one sandbox per key only: the shared sandbox belongs to no conversation). A
+// sandbox's snapshot() copies its filesystem — every node, with its mode — into the backend's
+// memory, labelled with the conversation of the key it was acquired for; acquire_from_snapshot
+// makes a new sandbox (a fresh instance id) holding a copy of that filesystem, after disposing
+// of the live sandbox of (key, kind, posture); find/list/delete_snapshot read and change that
+// memory, and dispose_scope and purge_all take a conversation's (every) snapshot with its
+// sandboxes. The backend declares what it is told — `snapshot_content` (nullopt: none, the
+// default) and `snapshot` among `capabilities` — and takes snapshots whatever it declares: the
+// router is what refuses a spec requiring `snapshot` of a backend that does not declare it.
+// Nothing survives the process (the backend's "durable state" is its memory). Like a real
+// backend's, a snapshot is taken between commands: snapshot() while an exec or run_code of the
+// sandbox is running is refused (BackendError), and so is an exec or run_code while a snapshot
+// is being taken (`snapshot_duration` makes one last) — SandboxRouter::snapshot's exclusive
+// call is what keeps them apart. list_sandboxes lists the live sandboxes of a backend with one
+// sandbox per key, with their labels (sandbox_labels) and posture, state "running".
 #pragma once
 
 #include <chrono>
@@ -75,6 +91,8 @@
 #include "airlock/sandbox.hpp"
 
 namespace airlock::testing {
+
+struct SnapshotShelf;  // the backend's snapshots and what it knows of its sandboxes (in_process.cpp)
 
 // An airlock error of the kind named by its wire type ("Timeout", "BackendError",
 // "SandboxTransferCapExceeded", …) carrying `message`, for a fault to throw later. A Timeout
@@ -155,6 +173,8 @@ class InProcessSandbox : public Sandbox {
   // ---- inspection --------------------------------------------------------------------------
   std::optional<std::string> contents(const std::string& path) const;
   bool exists(const std::string& path) const;
+  // How many exec / run_code calls are running in this sandbox right now.
+  int commands_running() const;
   std::optional<EntryKind> kind_of(const std::string& path) const;
   std::vector<RecordedCommand> commands() const;
   std::vector<RecordedProgram> programs() const;
@@ -174,6 +194,9 @@ class InProcessSandbox : public Sandbox {
   std::vector<SandboxEntry> list_dir(std::string_view path,
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+  // Saves this sandbox's filesystem with its backend (see the header comment). NotSupported for
+  // a sandbox no backend with one sandbox per key made; BackendError while a command runs.
+  SnapshotRecord snapshot() override;
 
   // The command emulator (emulator.hpp) — internal, not part of the test API.
   class Emulator;
@@ -187,6 +210,11 @@ class InProcessSandbox : public Sandbox {
     bool hard_link = false;  // kind `other`: a second name of the file at `target`
   };
   friend class Emulator;
+  friend class InProcessSandboxBackend;
+  friend struct SnapshotShelf;
+
+  // Counts a command as running for its lifetime; refuses it while a snapshot is being taken.
+  class Running;
 
   std::optional<EntryKind> lstat_kind(const std::string& absolute) const;  // caller holds mutex_
   void make_parents(const std::string& absolute);                          // caller holds mutex_
@@ -210,6 +238,9 @@ class InProcessSandbox : public Sandbox {
   std::uint64_t release_generation_ = 0;
   int hanging_now_ = 0;
   std::map<std::string, Node> nodes_;  // absolute path → node; "/" is implicit
+  int running_ = 0;                    // exec / run_code calls in flight
+  bool capturing_ = false;             // a snapshot is being taken
+  std::weak_ptr<SnapshotShelf> shelf_;  // set by the backend that made it (one per key)
   std::vector<RecordedCommand> commands_;
   std::vector<RecordedProgram> programs_;
 };
@@ -231,6 +262,11 @@ struct InProcessBackendOptions {
   // false (the reference fake): one sandbox answers every key and kind. true: one per
   // (key, kind, egress posture), like a real backend, with fresh instance ids after dispose.
   bool sandbox_per_key = false;
+  // What its snapshots are declared to hold (snapshot_content()); nullopt declares none. It
+  // takes them either way (the record says `filesystem` when nothing is declared).
+  std::optional<SnapshotContent> snapshot_content;
+  // How long taking a snapshot lasts (the sandbox frozen meanwhile: its commands are refused).
+  Milliseconds snapshot_duration{0};
   InProcessSandboxOptions sandbox;
 };
 
@@ -251,6 +287,19 @@ class InProcessSandboxBackend : public SandboxBackend {
                     std::optional<std::string_view> instance_id) noexcept override;
   int dispose_scope(std::string_view scope,
                     std::optional<std::string_view> thread_id) noexcept override;
+  std::vector<SandboxRecord> list_sandboxes() override;
+  // Every live sandbox and every snapshot go; how many sandboxes went.
+  int purge_all() noexcept override;
+
+  // ---- snapshots (see the header comment) ----------------------------------------------------
+  std::optional<SnapshotContent> snapshot_content() const override;
+  std::shared_ptr<Sandbox> acquire_from_snapshot(const SandboxKey& key, const SandboxSpec& spec,
+                                                 const SnapshotRecord& snapshot) override;
+  std::optional<SnapshotRecord> find_snapshot(std::string_view id) override;
+  std::vector<SnapshotRecord> list_snapshots() override;
+  bool delete_snapshot(std::string_view id) noexcept override;
+  void set_snapshot_content(std::optional<SnapshotContent> content);
+  void set_snapshot_duration(Milliseconds duration);
 
   // The shared sandbox (sandbox_per_key = false), created on construction.
   const std::shared_ptr<InProcessSandbox>& sandbox() const { return shared_; }
@@ -268,14 +317,26 @@ class InProcessSandboxBackend : public SandboxBackend {
   std::vector<std::string> disposed_instances() const;
   std::vector<std::pair<SandboxKey, std::string>> disposed_kinds() const;  // (key, kind)
   std::vector<std::pair<std::string, std::optional<std::string>>> purged() const;
+  std::vector<std::string> resumed_snapshots() const;  // ids, in the order resumed
+  std::vector<std::string> deleted_snapshots() const;  // ids delete_snapshot was asked for
 
  private:
+  using LiveMap =
+      std::map<std::tuple<SandboxKey, std::string, std::string>, std::shared_ptr<InProcessSandbox>>;
+  // A new sandbox for (key, spec) in its slot, known to the shelf (caller holds mutex_).
+  std::shared_ptr<InProcessSandbox> make_sandbox_locked(const SandboxKey& key,
+                                                        const SandboxSpec& spec);
+  // Removes a live sandbox and what the shelf knows of it (caller holds mutex_).
+  LiveMap::iterator forget_locked(LiveMap::iterator slot);
+
   InProcessBackendOptions options_;
   std::shared_ptr<InProcessSandbox> shared_;
+  std::shared_ptr<SnapshotShelf> shelf_;
   mutable std::mutex mutex_;
-  std::map<std::tuple<SandboxKey, std::string, std::string>, std::shared_ptr<InProcessSandbox>>
-      live_;
+  LiveMap live_;
   int next_instance_ = 1;
+  std::vector<std::string> resumed_snapshots_;
+  std::vector<std::string> deleted_snapshots_;
   std::vector<SandboxKey> keys_;
   std::vector<SandboxSpec> specs_;
   std::vector<SandboxKey> disposed_;
