@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "airlock/errors.hpp"
+#include "airlock/json.hpp"
 #include "backends/gvisor/bundle.hpp"
 #include "backends/gvisor/cleanup.hpp"
 #include "backends/gvisor/guest_protocol.hpp"
@@ -44,43 +45,6 @@ bool valid_snapshot_id(std::string_view id) {
   if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
   return std::all_of(id.begin() + 5, id.end(),
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-std::int64_t milliseconds_since_epoch(std::chrono::system_clock::time_point at) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count();
-}
-
-json::Json snapshot_json(const SnapshotRecord& record) {
-  return {{"id", record.id},
-          {"backend", record.backend},
-          {"content", std::string(to_string(record.content))},
-          {"kind", record.kind},
-          {"egress_posture", record.egress_posture},
-          {"image", record.image},
-          {"work_dir", record.work_dir},
-          {"labels", record.labels},
-          {"source_instance_id", record.source_instance_id},
-          {"bytes", record.bytes},
-          {"created_at_ms", milliseconds_since_epoch(record.created_at)}};
-}
-
-SnapshotRecord snapshot_from_json(const json::Json& value) {
-  SnapshotRecord record;
-  record.id = value.at("id").get<std::string>();
-  record.backend = value.at("backend").get<std::string>();
-  record.content = value.at("content").get<std::string>() == "filesystem+memory"
-                       ? SnapshotContent::filesystem_and_memory
-                       : SnapshotContent::filesystem;
-  record.kind = value.at("kind").get<std::string>();
-  record.egress_posture = value.at("egress_posture").get<std::string>();
-  record.image = value.at("image").get<std::string>();
-  record.work_dir = value.at("work_dir").get<std::string>();
-  record.labels = value.at("labels").get<std::map<std::string, std::string>>();
-  record.source_instance_id = value.at("source_instance_id").get<std::string>();
-  record.bytes = value.at("bytes").get<std::uint64_t>();
-  record.created_at = std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(value.at("created_at_ms").get<std::int64_t>()));
-  return record;
 }
 
 // Writes `content` to a new file `path`, 0600, never through a link.
@@ -235,7 +199,7 @@ SnapshotRecord GvisorBackend::take_snapshot(GvisorSandbox& sandbox) {
       record.bytes += static_cast<std::uint64_t>(entry.file_size());
     }
     write_private(staging / "token", read_whole(store_.token_file(id)));
-    json::Json value = snapshot_json(record);
+    json::Json value = json::to_json(record);
     json::Json made = {{"image_id", source->image_id},
                        {"helper_directory", source->helper_directory},
                        {"platform", source->platform},
@@ -270,7 +234,7 @@ json::Json GvisorBackend::read_snapshot_json(const std::string& id) const {
 std::optional<SnapshotRecord> GvisorBackend::find_snapshot(std::string_view id) {
   if (!valid_snapshot_id(id)) return std::nullopt;
   try {
-    return snapshot_from_json(read_snapshot_json(std::string(id)));
+    return json::parse_snapshot_record(read_snapshot_json(std::string(id)), "record.json");
   } catch (const NotFound&) {
     return std::nullopt;
   } catch (const std::exception& failure) {
