@@ -1,5 +1,6 @@
 // bench group "docker": the docker backend's warm exec and cold acquire, side by side with the
-// docker CLI doing the same on the same engine (`docker exec`, `docker run --rm`). SPEC §7's
+// docker CLI doing the same on the same engine (`docker exec`, `docker run --rm`), and its
+// snapshots (save, and resume beside a cold acquire). SPEC §7's
 // target: warm exec ≤ 0.5 × `docker exec`.
 //
 // The engine is DOCKER_HOST (scripts/engines/dockerd start prints one); the image is
@@ -91,6 +92,47 @@ void bench_docker(BenchRun& run) {
         sandbox->exec(true_command, options);
         backend.dispose_kind(key, spec.kind(), sandbox->instance_id());
       });
+
+  // Snapshots (filesystem: the storage places), interleaved with a cold acquire of the same
+  // spec so all three meet the same load: save a sandbox holding a 1 MiB file, resume it (+ its
+  // first exec), and a cold acquire (+ its first exec).
+  if (backend.snapshot_content()) {
+    const SandboxSpec worked({.kind = "bench-snapshot", .work_dir = "/maf-sandbox/work"});
+    auto saved_from = backend.acquire(SandboxKey{scope, "snapshot", "/bench"}, worked);
+    ExecOptions in_work = options;
+    in_work.working_directory = "/maf-sandbox/work";
+    saved_from->exec(Command::shell("head -c 1048576 /dev/urandom > blob"), in_work);
+    Stats saving{"docker snapshot (storage places, a 1 MiB file)", "ms", {}};
+    Stats resuming{"docker resume from snapshot + first exec true", "ms", {}};
+    Stats cold_beside{"docker cold acquire + first exec true (beside the snapshots)", "ms", {}};
+    for (int i = -1; i < run.iterations(10); ++i) {
+      auto start = BenchClock::now();
+      const SnapshotRecord saved = saved_from->snapshot();
+      const double save_ms = elapsed_ms(start);
+      const SandboxKey fork{scope, "snapshot", "/fork-" + std::to_string(i + 1)};
+      start = BenchClock::now();
+      auto resumed = backend.acquire_from_snapshot(fork, worked, saved);
+      resumed->exec(true_command, options);
+      const double resume_ms = elapsed_ms(start);
+      backend.dispose_kind(fork, worked.kind(), resumed->instance_id());
+      backend.delete_snapshot(saved.id);
+      const SandboxKey fresh{scope, "snapshot-cold", "/cold-" + std::to_string(i + 1)};
+      start = BenchClock::now();
+      auto cold_sandbox = backend.acquire(fresh, worked);
+      cold_sandbox->exec(true_command, options);
+      const double cold_ms = elapsed_ms(start);
+      backend.dispose_kind(fresh, worked.kind(), cold_sandbox->instance_id());
+      if (i < 0) continue;
+      saving.samples.push_back(save_ms);
+      resuming.samples.push_back(resume_ms);
+      cold_beside.samples.push_back(cold_ms);
+    }
+    const Stats& save_stats = run.record(saving);
+    const Stats& resume_stats = run.record(resuming);
+    const Stats& cold_stats = run.record(cold_beside);
+    run.ratio("docker snapshot / cold acquire+exec", save_stats, cold_stats, std::nullopt);
+    run.ratio("docker resume+exec / cold acquire+exec", resume_stats, cold_stats, std::nullopt);
+  }
 
   const std::string cli = docker_cli();
   if (cli.empty()) {

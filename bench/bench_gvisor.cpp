@@ -1,4 +1,5 @@
-// `airlock bench` group "gvisor": the gvisor backend beside raw runsc, in one run.
+// `airlock bench` group "gvisor": the gvisor backend beside raw runsc, in one run, and its
+// snapshots (save, resume) beside its own cold acquire.
 //   cold acquire + first `exec true`   vs `runsc run` of a trivial bundle and `runsc do true`
 //     (the backend's acquire is a `runsc run --detach` plus our keeper; the ratio shows what
 //      the bundle, records and locks cost on top of runsc itself)
@@ -178,6 +179,53 @@ void run_gvisor_group(BenchRun& run) {
   const Stats do_stats = run.record(raw_do);
   run.ratio("gvisor cold acquire+exec / runsc run", cold_stats, run_stats, 1.1);
   run.ratio("gvisor cold acquire+exec / runsc do true", cold_stats, do_stats, std::nullopt);
+
+  // Snapshots: saving a sandbox that runs a background process and holds a few files, and
+  // resuming it into a new sandbox (+ its first exec), interleaved with a cold acquire (+ its
+  // first exec) so all three meet the same load.
+  const std::string scope = "bench-snapshot-" + salt;
+  auto saved_from = backend->acquire({scope, "source", "a"}, spec);
+  saved_from->exec(Command::shell("head -c 1048576 /dev/urandom > blob; "
+                                  "sh -c 'while :; do sleep 1; done' </dev/null >/dev/null 2>&1 &"),
+                   options);
+  Stats saving{"gvisor snapshot (files + memory, a process running)", "ms", {}};
+  Stats resuming{"gvisor resume from snapshot + first exec true", "ms", {}};
+  Stats cold_again{"gvisor cold acquire + first exec true (beside the snapshots)", "ms", {}};
+  std::uint64_t snapshot_bytes = 0;
+  for (int i = -1; i < run.iterations(10); ++i) {
+    auto start = BenchClock::now();
+    const SnapshotRecord saved = saved_from->snapshot();
+    const double save_ms = elapsed_ms(start);
+    snapshot_bytes = saved.bytes;
+    const SandboxKey key{scope, "source", "fork-" + std::to_string(i + 1)};
+    start = BenchClock::now();
+    auto resumed = backend->acquire_from_snapshot(key, spec, saved);
+    resumed->exec(Command::argv({"true"}), options);
+    const double resume_ms = elapsed_ms(start);
+    resumed.reset();
+    backend->dispose(key);
+    backend->delete_snapshot(saved.id);
+    const SandboxKey fresh{scope, "cold-" + std::to_string(i + 1), "a"};
+    start = BenchClock::now();
+    auto cold_sandbox = backend->acquire(fresh, spec);
+    cold_sandbox->exec(Command::argv({"true"}), options);
+    const double cold_ms = elapsed_ms(start);
+    cold_sandbox.reset();
+    backend->dispose(fresh);
+    if (i < 0) continue;
+    saving.samples.push_back(save_ms);
+    resuming.samples.push_back(resume_ms);
+    cold_again.samples.push_back(cold_ms);
+  }
+  const Stats save_stats = run.record(saving);
+  const Stats resume_stats = run.record(resuming);
+  const Stats cold_beside = run.record(cold_again);
+  run.ratio("gvisor snapshot / cold acquire+exec", save_stats, cold_beside, std::nullopt);
+  run.ratio("gvisor resume+exec / cold acquire+exec", resume_stats, cold_beside, std::nullopt);
+  run.record(Stats{"gvisor snapshot size (a 1 MiB random file, a shell loop, the keeper)",
+                   "KiB",
+                   {static_cast<double>(snapshot_bytes >> 10)}});
+  saved_from.reset();
   backend->purge_all();
 }
 

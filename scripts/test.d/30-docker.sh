@@ -1,6 +1,7 @@
 # The docker backend against a private dockerd, then against Podman's Docker-compatible service:
 # the engine tests (attacks on both file planes, exec bounds and stops, lifecycle, hardening,
-# cross-process purge, every conformance suite; the allowlist on dockerd), the isolation suite
+# cross-process purge, snapshots, every conformance suite; the allowlist on dockerd), the snapshot
+# suite through the CLI on both engines, the isolation suite
 # through the CLI at the container rung on both engines (the evidence for declaring os_process:
 # exactly the documented probes may fail), and every suite through the CLI against Podman, where
 # the engine tests leave out the host-plane suites.
@@ -67,6 +68,40 @@ PY
   return "$status"
 }
 
+# The snapshot suite through the CLI: it must run (the backend declares snapshot, filesystem)
+# and every probe pass — but processes-survive-a-resume, which a snapshot of files only skips.
+snapshot_evidence() {  # $1: which engine
+  local report status=0
+  report=$(mktemp /tmp/airlock-docker-snapshot-XXXXXX.json)
+  conformance "$1" --suite snapshot --json >"$report" || true
+  python3 - "$report" "$1" <<'PY' || status=1
+import json, sys
+try:
+    report = json.load(open(sys.argv[1]))
+except ValueError:
+    print("FAILED: the snapshot run against %s produced no report" % sys.argv[2])
+    sys.exit(1)
+suites = [s for s in report["suites"] if s["suite"] == "snapshot"]
+if not suites or suites[0]["status"] != "ran":
+    print("FAILED: the snapshot suite did not run against %s: %s"
+          % (sys.argv[2], suites[0].get("reason", "") if suites else "absent"))
+    sys.exit(1)
+bad = []
+for probe in suites[0]["probes"]:
+    said = probe.get("detail") or probe.get("note", "")
+    print("  %-46s %-8s %8.0f ms  %s" % (probe["probe"], probe["result"], probe["ms"], said[:160]))
+    allowed = {"passed", "skipped"} if probe["probe"] == "processes-survive-a-resume" else {"passed"}
+    if probe["result"] not in allowed:
+        bad.append(probe["probe"])
+if bad:
+    print("FAILED: against %s, snapshot probes failed: %s" % (sys.argv[2], ", ".join(bad)))
+    sys.exit(1)
+print("snapshots against %s: every probe passed" % sys.argv[2])
+PY
+  rm -f "$report"
+  return "$status"
+}
+
 # The engine tests that need the python image skip (gtest) when the engine lacks it: say so here.
 python_image_or_skip() {  # $1: which engine
   local image=${AIRLOCK_DOCKER_PYTHON_IMAGE:-airlock-test/python:latest}
@@ -98,6 +133,10 @@ begin
 isolation_failed=""
 isolation_evidence dockerd || isolation_failed=dockerd
 took "airlock conformance --suite isolation --isolation-rung container against dockerd"
+begin
+snapshot_failed=""
+snapshot_evidence dockerd || snapshot_failed=dockerd
+took "airlock conformance --suite snapshot against dockerd"
 # The allowlist runs against dockerd only: its images are not in Podman's store.
 unset AIRLOCK_DOCKER_PROXY_IMAGE AIRLOCK_DOCKER_CURL_IMAGE
 scripts/engines/dockerd stop
@@ -121,7 +160,11 @@ took "airlock conformance against podman"
 begin
 isolation_evidence podman || isolation_failed="${isolation_failed:+$isolation_failed and }podman"
 took "airlock conformance --suite isolation --isolation-rung container against podman"
+begin
+snapshot_evidence podman || snapshot_failed="${snapshot_failed:+$snapshot_failed and }podman"
+took "airlock conformance --suite snapshot against podman"
 [[ -z $isolation_failed ]] || fail "the isolation evidence against $isolation_failed (see above)"
+[[ -z $snapshot_failed ]] || fail "the snapshot suite against $snapshot_failed (see above)"
 # A fresh machine, against Podman (still running): no default_image configured, the tag absent —
 # refused naming `airlock image build busybox --docker`, which then makes the default image.
 begin

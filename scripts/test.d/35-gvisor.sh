@@ -35,7 +35,14 @@ run() {
 # end, so that the rest of the stage (and its audit of what runsc left) still runs.
 echo "--- airlock conformance --backend gvisor"
 conformance_failed=""
-"$airlock" conformance --backend gvisor --backend-config "$config" || conformance_failed=yes
+"$airlock" conformance --backend gvisor --backend-config "$config" | tee "$work/conformance.txt" \
+  || conformance_failed=yes
+# The snapshot suite is among them (the backend declares snapshot, filesystem+memory): it must
+# have run, and every probe — the processes one too, which only memory snapshots pass — passed.
+grep -Eq '^snapshot +processes-survive-a-resume +passed' "$work/conformance.txt" ||
+  conformance_failed=yes
+! grep -Eq '^snapshot +.* (failed|skipped)' "$work/conformance.txt" || conformance_failed=yes
+! grep -Eq '^snapshot +\(suite\)' "$work/conformance.txt" || conformance_failed=yes
 
 # The egress suite through the CLI as well: an HTTP server on 127.0.0.2 (allowed) and one on
 # 127.0.0.3 (denied), both answering 200, the test-only knob letting the proxy reach loopback,
@@ -73,6 +80,25 @@ run --timeout 1 -- sleep 30 2>/dev/null && code=0 || code=$?
 "$airlock" run --backend gvisor --backend-config "$config" --quiet -- true 2>/dev/null \
   && code=0 || code=$?
 [[ $code -eq 125 ]] || fail "the default floor (microvm) must refuse gvisor ($code)"
+
+# Snapshots through the CLI, across processes: one process saves a kept sandbox, another resumes
+# it under the same conversation (its files and its running process come back), a third
+# conversation is told there is no such snapshot, and purge leaves no snapshot behind.
+run --keep --scope snap --thread one -- sh -c \
+  'echo saved > note; sleep 100000 </dev/null >/dev/null 2>&1 &'
+snapshot_id=$("$airlock" snapshot create --backend gvisor --backend-config "$config" \
+  --min-isolation hardened_container --scope snap --thread one) ||
+  fail "airlock snapshot create"
+[[ $snapshot_id == snap-* ]] || fail "snapshot create printed no id ($snapshot_id)"
+out=$(run --scope snap --thread one --from-snapshot "$snapshot_id" -- sh -c 'cat note; pidof sleep >/dev/null && echo alive') ||
+  fail "airlock run --from-snapshot"
+[[ $out == $'saved\nalive' ]] || fail "the resumed sandbox lacks its file or its process ($out)"
+run --scope snap --thread two --from-snapshot "$snapshot_id" -- true 2>/dev/null && code=0 || code=$?
+[[ $code -eq 125 ]] || fail "another conversation resumed the snapshot ($code)"
+"$airlock" snapshot ls --backend gvisor --backend-config "$config" | grep -q "$snapshot_id" ||
+  fail "snapshot ls does not list $snapshot_id"
+"$airlock" purge --all --backend gvisor --backend-config "$config" >/dev/null
+[[ -z $(ls -A "$work/state/gvisor/snapshots") ]] || fail "purge left snapshots behind"
 
 # Durable state: a kept sandbox is listed by another process, and purge removes it.
 run --keep --scope e2e --thread one -- true

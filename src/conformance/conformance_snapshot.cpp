@@ -147,11 +147,12 @@ void processes_survive_a_resume(Suite& s, std::string& note) {
   const SandboxKey key = s.key("t1", "/agent-memory");
   auto sandbox = s.router.acquire(key, s.spec());
   // A process started by one exec that outlives it, counting in memory only: its count keeps
-  // climbing after a resume only if the process itself came back.
+  // climbing after a resume only if the process itself came back. Each count replaces the file
+  // whole (a read never meets it truncated and not yet written).
   const ExecResult started = s.shell(
       *sandbox,
-      "sh -c 'n=0; while :; do n=$((n+1)); echo $n > counter; sleep 0.2; done' "
-      "</dev/null >/dev/null 2>&1 & echo $!");
+      "sh -c 'n=0; while :; do n=$((n+1)); echo $n > counter.new; mv counter.new counter; "
+      "sleep 0.2; done' </dev/null >/dev/null 2>&1 & echo $!");
   check(started.exit_code == 0, "the background process did not start");
   std::this_thread::sleep_for(std::chrono::milliseconds(800));
   const std::string pid = started.stdout_text().substr(0, started.stdout_text().find('\n'));
@@ -159,9 +160,15 @@ void processes_survive_a_resume(Suite& s, std::string& note) {
   s.router.dispose(key);
   sandbox.reset();
   auto resumed = s.router.resume(key, s.spec(), record.id);
+  // A slow guest (under load, fork+exec in gVisor costs tens of milliseconds) may take a while
+  // for its next count: the count is read until it moves, for up to 15 s.
   const std::string before = s.read(*resumed, "counter");
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const std::string after = s.read(*resumed, "counter");
+  std::string after = before;
+  for (const auto until = Clock::now() + std::chrono::seconds(15);
+       after == before && Clock::now() < until;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    after = s.read(*resumed, "counter");
+  }
   check(s.shell(*resumed, "kill -0 " + pid).exit_code == 0,
         "the process " + pid + " started before the snapshot is not running after the resume");
   check(std::stol(after) > std::stol(before),

@@ -172,6 +172,17 @@ class DockerBackend : public SandboxBackend {
                     std::optional<std::string_view> thread_id) noexcept override;
   std::vector<SandboxRecord> list_sandboxes() override;
   int purge_all() noexcept override;
+
+  // Snapshots of the storage places (filesystem), kept on the engine as labelled images, when
+  // the root is read-only (the places then hold everything a guest writes) and the runtime is
+  // runc. See docs/backends/docker.md, "Snapshots".
+  std::optional<SnapshotContent> snapshot_content() const override;
+  std::shared_ptr<Sandbox> acquire_from_snapshot(const SandboxKey& key, const SandboxSpec& spec,
+                                                 const SnapshotRecord& snapshot) override;
+  std::optional<SnapshotRecord> find_snapshot(std::string_view id) override;
+  std::vector<SnapshotRecord> list_snapshots() override;
+  bool delete_snapshot(std::string_view id) noexcept override;
+
   // The archive endpoints' path race (see `file_plane`), unless the host plane is required.
   std::vector<std::string> stated_residuals() const override;
 
@@ -184,6 +195,9 @@ class DockerBackend : public SandboxBackend {
 
  private:
   struct State;
+  struct Resume;
+  std::shared_ptr<Sandbox> obtain(const SandboxKey& key, const SandboxSpec& spec,
+                                  const Resume* from);
   std::unique_ptr<State> state_;
 };
 

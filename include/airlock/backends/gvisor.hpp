@@ -5,8 +5,9 @@
 //
 // Declares: isolation `hardened_container`; egress `closed` (runsc --network=none: loopback
 // only) and `allowlist` (the same, plus the egress bridge under "egress" below); capabilities exec,
-// run_code, files_in, files_out, files_list, files_delete, host_tools; os family posix; transfer
-// ceilings from `GvisorBackendConfig::limits`.
+// run_code, files_in, files_out, files_list, files_delete, host_tools, snapshot (filesystem+memory:
+// runsc's checkpoint of the whole sandbox, restored into a new container; see "snapshots" below);
+// os family posix; transfer ceilings from `GvisorBackendConfig::limits`.
 //
 // ---- What a sandbox is made of ----
 //   container    one long-lived runsc container per (key, kind, egress posture), named from
@@ -56,6 +57,13 @@
 //                create and again at every adopt (the proxy lives in the acquiring process), and
 //                closed, its directory removed, at dispose and purge. A sandbox adopted by no
 //                live process has no proxy: its guest's connects fail (closed, never open).
+//   snapshots    the keeper's connections to the host are closed and its socket's name set
+//                aside (gVisor cannot save a guest connection to a host socket), runsc saves the
+//                sandbox with --leave-running into <state_dir>/gvisor/snapshots/<snap-id>/
+//                (root's, 0600), and the name comes back. A resume restores it into a new
+//                container of the resuming key (the snapshot's image, helper and shape; the
+//                spec's egress), whose keeper dials its own socket. Every sandbox binds its egress
+//                directory and runs the bridge, so a snapshot resumes under either posture.
 //   durable      <state_dir>/gvisor/sandboxes/<id>/record.json (hashed labels, instance id,
 //     state      image, creation time) plus `runsc list` of the private root. Another process
 //                adopts, lists, disposes and purges from these alone.

@@ -241,6 +241,7 @@ std::optional<ContainerInfo> inspect_container(EngineClient& client,
   if (parsed.contains("HostConfig") && parsed["HostConfig"].is_object()) {
     info.runtime = parsed["HostConfig"].value("Runtime", "");
   }
+  info.image_id = parsed.value("Image", "");
   return info;
 }
 
@@ -405,7 +406,21 @@ void ensure_image(EngineClient& client, const std::string& image, bool pull,
                   std::chrono::milliseconds pull_timeout) {
   const std::string path = "/images/" + url_encode(image) + "/json";
   const EngineResponse response = client.call("GET", path);
-  if (response.status == 200) return;
+  if (response.status == 200) {
+    // A snapshot's image holds a conversation's files: it is never what a spec runs, whatever
+    // it is called (its tag, its id), so that no other conversation reaches it by name.
+    const json parsed = parse_object(response, path);
+    if (parsed.contains("Config") && parsed["Config"].is_object() &&
+        parsed["Config"].contains("Labels")) {
+      const auto labels = labels_of(parsed["Config"]["Labels"]);
+      const auto role = labels.find(kRoleLabel);
+      if (role != labels.end() &&
+          (role->second == kRoleSnapshot || role->second == kRoleSnapshotReader)) {
+        throw InvalidArgument("the image '" + image + "' is not a sandbox image", "image");
+      }
+    }
+    return;
+  }
   if (response.status != 404) {
     EngineClient::fail("the container engine could not look up the sandbox image", "GET", path,
                        response);
@@ -498,6 +513,167 @@ std::optional<std::size_t> count_processes(EngineClient& client, const std::stri
     return parsed["Processes"].size();
   } catch (...) {
     return std::nullopt;
+  }
+}
+
+void pause_container(EngineClient& client, const std::string& id) {
+  const std::string path = "/containers/" + url_encode(id) + "/pause";
+  const EngineResponse response = client.call("POST", path);
+  if (response.status != 204) {
+    EngineClient::fail("the container engine could not freeze the sandbox", "POST", path, response);
+  }
+}
+
+void unpause_container(EngineClient& client, const std::string& id) noexcept {
+  try {
+    client.call("POST", "/containers/" + url_encode(id) + "/unpause");
+  } catch (...) {
+  }
+}
+
+void signal_container(EngineClient& client, const std::string& id, const std::string& signal) {
+  const std::string path = "/containers/" + url_encode(id) + "/kill?signal=" + url_encode(signal);
+  const EngineResponse response = client.call("POST", path);
+  if (response.status != 204) {
+    EngineClient::fail("the container engine could not signal the sandbox", "POST", path, response);
+  }
+}
+
+std::optional<std::vector<std::string>> process_states(EngineClient& client, const std::string& id,
+                                                       EngineFlavour flavour) {
+  try {
+    // Docker passes ps_args to the host's ps; Podman takes its own descriptors and reads the
+    // container's processes itself (its "-o" form would run ps inside the container).
+    const std::string arguments = flavour == EngineFlavour::podman ? "pid,state" : "-o pid,stat";
+    const EngineResponse response = client.call(
+        "GET", "/containers/" + url_encode(id) + "/top?ps_args=" + url_encode(arguments));
+    if (response.status != 200) return std::nullopt;
+    const auto parsed = json::parse(response.body, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("Processes") || !parsed["Processes"].is_array()) {
+      return std::nullopt;
+    }
+    std::vector<std::string> states;
+    for (const auto& row : parsed["Processes"]) {
+      if (!row.is_array() || row.size() < 2 || !row[1].is_string()) return std::nullopt;
+      states.push_back(row[1].get<std::string>().substr(0, 1));
+    }
+    return states;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+std::vector<ImageInfo> list_images(EngineClient& client,
+                                   const std::map<std::string, std::string>& labels) {
+  // Podman 4.3's image list answers nothing when its filter names more than one label (its
+  // container list ANDs them as Docker does): the engine is asked for one, the most telling,
+  // and the rest are matched here.
+  std::map<std::string, std::string> asked;
+  for (const char* first : {"airlock.snapshot", "airlock.scope", "airlock.role"}) {
+    const auto found = labels.find(first);
+    if (found != labels.end()) {
+      asked.insert(*found);
+      break;
+    }
+  }
+  if (asked.empty() && !labels.empty()) asked.insert(*labels.begin());
+  const std::string path = "/images/json?filters=" + label_filter(asked);
+  CallOptions options;
+  options.max_body_bytes = 64u << 20;
+  const EngineResponse response = client.call("GET", path, options);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not list snapshots", "GET", path, response);
+  }
+  const json parsed = parse_object(response, path);
+  std::vector<ImageInfo> images;
+  if (!parsed.is_array()) return images;
+  for (const auto& item : parsed) {
+    if (!item.is_object()) continue;
+    ImageInfo info;
+    info.id = item.value("Id", "");
+    if (item.contains("Labels")) info.labels = labels_of(item["Labels"]);
+    const bool matches = std::all_of(labels.begin(), labels.end(), [&info](const auto& wanted) {
+      const auto have = info.labels.find(wanted.first);
+      return have != info.labels.end() && have->second == wanted.second;
+    });
+    if (!info.id.empty() && matches) images.push_back(std::move(info));
+  }
+  return images;
+}
+
+std::optional<ImageInfo> inspect_image(EngineClient& client, const std::string& name_or_id) {
+  const std::string path = "/images/" + url_encode(name_or_id) + "/json";
+  const EngineResponse response = client.call("GET", path);
+  if (response.status == 404) return std::nullopt;
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not look up the sandbox image", "GET", path,
+                       response);
+  }
+  const json parsed = parse_object(response, path);
+  ImageInfo info;
+  info.id = parsed.value("Id", "");
+  if (parsed.contains("Config") && parsed["Config"].is_object() &&
+      parsed["Config"].contains("Labels")) {
+    info.labels = labels_of(parsed["Config"]["Labels"]);
+  }
+  return info;
+}
+
+std::string import_image(EngineClient& client, int fd, std::uint64_t bytes,
+                         const std::string& reference,
+                         const std::map<std::string, std::string>& labels) {
+  // Each label a Dockerfile LABEL instruction; the values are label-safe words or base64, so
+  // nothing in them needs quoting.
+  std::string query = "/images/create?fromSrc=-&repo=" + url_encode(reference);
+  for (const auto& [name, value] : labels) {
+    query += "&changes=" + url_encode("LABEL " + name + "=" + value);
+  }
+  CallOptions options;
+  options.body_fd = fd;
+  options.body_fd_bytes = bytes;
+  options.content_type = "application/x-tar";
+  options.timeout =
+      std::chrono::milliseconds(std::max<long long>(client.request_timeout().count(), 600'000));
+  const EngineResponse response = client.call("POST", query, options);
+  if (response.status != 200) {
+    EngineClient::fail("the container engine could not store the snapshot", "POST",
+                       "/images/create?fromSrc=-", response);
+  }
+  // A stream of JSON objects: an "error" anywhere fails it; the last "status" (Docker) or "id"
+  // (Podman) that is an image id names the image.
+  std::string id;
+  std::size_t start = 0;
+  while (start < response.body.size()) {
+    std::size_t end = response.body.find('\n', start);
+    if (end == std::string::npos) end = response.body.size();
+    const auto line = json::parse(response.body.substr(start, end - start), nullptr, false);
+    start = end + 1;
+    if (!line.is_object()) continue;
+    if (line.contains("error")) {
+      throw BackendError("the container engine could not store the snapshot",
+                         "POST /images/create?fromSrc=-: " + line["error"].dump());
+    }
+    for (const char* field : {"id", "status"}) {
+      if (line.contains(field) && line[field].is_string() &&
+          line[field].get<std::string>().rfind("sha256:", 0) == 0) {
+        id = line[field].get<std::string>();
+      }
+    }
+  }
+  if (id.empty()) {
+    throw BackendError("the container engine stored the snapshot but named no image",
+                       response.body.substr(0, 300));
+  }
+  return id;
+}
+
+bool remove_image(EngineClient& client, const std::string& id) noexcept {
+  try {
+    const EngineResponse response =
+        client.call("DELETE", "/images/" + url_encode(id) + "?force=1&noprune=0");
+    return response.status == 200 || response.status == 404;
+  } catch (...) {
+    return false;
   }
 }
 

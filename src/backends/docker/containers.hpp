@@ -19,6 +19,14 @@ inline constexpr const char* kRoleSandbox = "sandbox";
 inline constexpr const char* kRoleProxy = "proxy";
 inline constexpr const char* kRoleNetwork = "network";
 inline constexpr const char* kRoleStorage = "storage";
+// A snapshot's image, and the never-started container a resume reads it through.
+inline constexpr const char* kRoleSnapshot = "snapshot";
+inline constexpr const char* kRoleSnapshotReader = "snapshot-reader";
+inline constexpr const char* kSnapshotLabel = "airlock.snapshot";
+// A sandbox whose keeper can stop and continue every other process (kKeeperScript's USR2 and
+// HUP): what a snapshot on Podman needs, whose archive endpoints cannot read a frozen one.
+inline constexpr const char* kKeeperLabel = "airlock.keeper";
+inline constexpr const char* kKeeperVersion = "2";
 
 struct ContainerInfo {
   std::string id;
@@ -27,6 +35,7 @@ struct ContainerInfo {
   bool paused = false;  // inspect only
   int pid = 0;          // inspect only: the init's pid in the engine's pid namespace
   std::string runtime;  // inspect only
+  std::string image_id;  // inspect only: the image the container was made from ("sha256:…")
   std::string state;    // the engine's word ("running", "exited", …)
   std::map<std::string, std::string> labels;
   std::chrono::system_clock::time_point created_at{};
@@ -67,11 +76,14 @@ StorageLayout plan_storage(const std::string& work_dir, std::uint64_t disk_bytes
 // `init`): it blocks reading a FIFO it holds open both ways (made in /tmp, the storage, and
 // unlinked at once), and on SIGUSR1 kills every other process in the container (`kill -9 -1`
 // spares only the caller and the pid namespace's init), so a forced stop ends every command
-// without a restart, which would empty the bounded storage. It never forks after its start: a
-// shell that cannot fork (the guest holds every pid) exits, and its container with it.
+// without a restart, which would empty the bounded storage. On SIGUSR2 it stops every other
+// process, and on SIGHUP continues them: a snapshot's quiescence where the engine cannot read a
+// frozen container (Podman). It never forks after its start: a shell that cannot fork (the guest
+// holds every pid) exits, and its container with it.
 inline constexpr const char* kKeeperScript =
     "f=/tmp/.airlock-keeper-$$; mkfifo \"$f\" && exec 3<>\"$f\" && rm -f \"$f\" || exit 1; "
-    "trap 'kill -9 -1' USR1; while :; do read -r _ <&3; done";
+    "trap 'kill -9 -1' USR1; trap 'kill -STOP -1' USR2; trap 'kill -CONT -1' HUP; "
+    "while :; do read -r _ <&3; done";
 
 // What a sandbox (or proxy) container is made from.
 struct ContainerRequest {
@@ -160,6 +172,33 @@ void make_directories(EngineClient& client, const std::string& id, const std::st
 // The processes of a running container (GET /containers/{id}/top); nullopt when the engine
 // could not list them.
 std::optional<std::size_t> count_processes(EngineClient& client, const std::string& id);
+
+// Freeze and thaw every process of a container (the engine's cgroup freezer).
+void pause_container(EngineClient& client, const std::string& id);
+void unpause_container(EngineClient& client, const std::string& id) noexcept;
+// Sends `signal` ("SIGUSR2", …) to the container's PID 1.
+void signal_container(EngineClient& client, const std::string& id, const std::string& signal);
+// The state letter ("S", "T", "Z", …) of each process of a running container; nullopt when the
+// engine could not say. Docker runs the host's ps; Podman reads the processes itself.
+std::optional<std::vector<std::string>> process_states(EngineClient& client, const std::string& id,
+                                                       EngineFlavour flavour);
+
+struct ImageInfo {
+  std::string id;
+  std::map<std::string, std::string> labels;
+};
+// Images carrying `labels` (a label filter).
+std::vector<ImageInfo> list_images(EngineClient& client,
+                                   const std::map<std::string, std::string>& labels);
+// One image's id and labels; nullopt when the engine has none by that name or id.
+std::optional<ImageInfo> inspect_image(EngineClient& client, const std::string& name_or_id);
+// An image of one layer holding the tar `fd` holds (`bytes` long), tagged `reference` and
+// labelled `labels`; returns its id.
+std::string import_image(EngineClient& client, int fd, std::uint64_t bytes,
+                         const std::string& reference,
+                         const std::map<std::string, std::string>& labels);
+// True when gone (404 counts). Never throws.
+bool remove_image(EngineClient& client, const std::string& id) noexcept;
 
 // Storage volumes (Docker) carrying `labels`; removed, never throwing.
 void remove_volumes(EngineClient& client,

@@ -5,11 +5,13 @@
 #include "airlock/backends/docker.hpp"
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/paths.hpp"
 #include "backends/docker/containers.hpp"
 #include "backends/docker/docker_sandbox.hpp"
 #include "backends/docker/egress_topology.hpp"
 #include "backends/docker/engine_context.hpp"
 #include "backends/docker/seccomp_profile.hpp"
+#include "backends/docker/snapshots.hpp"
 #include "backends/kit/contained.hpp"
 #include "backends/kit/labels.hpp"
 
@@ -32,6 +34,12 @@ std::map<std::string, std::string> key_labels(const SandboxKey& key) {
   auto labels = backend_kit::key_labels(key);
   labels.emplace(kBackendLabel, "docker");
   return labels;
+}
+
+// Snapshots read the storage places through the archive endpoints: with a read-only root they
+// hold everything a guest writes, and under runc the engine's view of them is the guest's.
+bool takes_snapshots(const DockerConfig& config) {
+  return config.read_only_rootfs && (config.runtime.empty() || config.runtime == "runc");
 }
 
 // A container that carries our name but not our labels for this sandbox is not adopted: it may
@@ -74,10 +82,12 @@ struct DockerBackend::State {
     return described;
   }
 
-  // Remove every container matching `labels` (sandboxes first, then proxies), then every
-  // network matching them. Returns how many sandbox containers went.
+  // Remove every container matching `labels` (sandboxes first, then proxies and snapshot
+  // readers), then every network matching them, and — `snapshots` — every snapshot image.
+  // Returns how many sandbox containers went.
   int sweep(const std::map<std::string, std::string>& labels,
-            const std::optional<std::string>& only_instance = std::nullopt) noexcept {
+            const std::optional<std::string>& only_instance = std::nullopt,
+            bool snapshots = false) noexcept {
     int removed = 0;
     try {
       EngineClient& client = *engine->client;
@@ -93,6 +103,18 @@ struct DockerBackend::State {
       if (only_instance) {
         for (const auto& name : sandbox_names) remove_egress(*engine, name);
         return removed;
+      }
+      // A snapshot's reader never runs; one a crashed resume left goes with its conversation.
+      for (const auto& container : containers) {
+        const auto role = container.labels.find(kRoleLabel);
+        if (role != container.labels.end() && role->second == kRoleSnapshotReader) {
+          remove_container(client, container.id);
+        }
+      }
+      if (snapshots) {
+        for (const auto& snapshot : list_snapshot_images(client, labels)) {
+          remove_snapshot_image(client, snapshot.record.id);
+        }
       }
       // Proxies and networks are swept whatever the backend's configuration is now: a backend
       // configured closed today still owns what an allowlist configuration left yesterday.
@@ -173,7 +195,13 @@ std::optional<CapabilitySet> DockerBackend::capabilities() const {
   CapabilitySet set{Capability::exec,       Capability::files_in,     Capability::files_out,
                     Capability::files_list, Capability::files_delete, Capability::host_tools};
   if (!state_->engine->config.run_code_interpreter.empty()) set.insert(Capability::run_code);
+  if (takes_snapshots(state_->engine->config)) set.insert(Capability::snapshot);
   return set;
+}
+
+std::optional<SnapshotContent> DockerBackend::snapshot_content() const {
+  if (!takes_snapshots(state_->engine->config)) return std::nullopt;
+  return SnapshotContent::filesystem;
 }
 
 std::optional<SandboxLimits> DockerBackend::limits() const {
@@ -199,7 +227,17 @@ std::vector<std::string> DockerBackend::stated_residuals() const {
 
 // ---- acquire ----------------------------------------------------------------------------------
 
+// A resume's snapshot, as the engine's images describe it.
+struct DockerBackend::Resume {
+  StoredSnapshot snapshot;
+};
+
 std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const SandboxSpec& spec) {
+  return obtain(key, spec, nullptr);
+}
+
+std::shared_ptr<Sandbox> DockerBackend::obtain(const SandboxKey& key, const SandboxSpec& spec,
+                                               const Resume* from) {
   EngineContext& engine = *state_->engine;
   const DockerConfig& config = engine.config;
   EngineClient& client = *engine.client;
@@ -221,9 +259,31 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
           "resources.disk_bytes");
     }
   }
-  const StorageLayout storage =
-      plan_storage(spec.work_dir(), resources.disk_bytes.value_or(config.disk_bytes), flavour);
-  std::string image = spec.image_id().value_or(spec.image().value_or(config.default_image));
+  // A resume's storage is the snapshot's (its places, their sizes), and its image the one the
+  // snapshot's sandbox ran: the spec's resources and image are not applied to it.
+  const std::uint64_t disk_bytes = from != nullptr
+                                       ? from->snapshot.disk_bytes
+                                       : resources.disk_bytes.value_or(config.disk_bytes);
+  const StorageLayout storage = plan_storage(spec.work_dir(), disk_bytes, flavour);
+  std::vector<std::string> places;
+  for (const auto& mount : storage.mounts) places.push_back(mount.target);
+  if (from != nullptr) {
+    if (normalize_guest_path(spec.work_dir()) != from->snapshot.record.work_dir) {
+      throw InvalidArgument("snapshot '" + from->snapshot.record.id + "' holds the work dir " +
+                                from->snapshot.record.work_dir +
+                                "; it is resumed only there, not "
+                                "in " +
+                                normalize_guest_path(spec.work_dir()),
+                            "work_dir");
+    }
+    if (from->snapshot.flavour != flavour || places != from->snapshot.places) {
+      throw BackendError("snapshot '" + from->snapshot.record.id + "' cannot be resumed here",
+                         "it was taken on another engine, or its storage places differ");
+    }
+  }
+  std::string image = from != nullptr
+                          ? from->snapshot.source_image_id
+                          : spec.image_id().value_or(spec.image().value_or(config.default_image));
   if (image.empty()) {
     throw InvalidArgument(
         "No sandbox image is configured: the spec names neither image nor image_id, and the "
@@ -256,7 +316,18 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   std::lock_guard guard(*name_lock);
 
   const bool allowlist = spec.egress() == Egress::allowlist;
+  if (from != nullptr) {
+    // The live sandbox of this key, kind and posture makes way for the resumed one.
+    remove_container(client, name);
+    remove_egress(engine, name);
+  }
   auto existing = inspect_container(client, name);
+  // A resume never adopts: a container of this name now is another process's, without the
+  // snapshot's files.
+  if (from != nullptr && existing) {
+    throw BackendError("the sandbox could not be resumed: another process made it meanwhile",
+                       "container " + name);
+  }
   if (existing && !labelled_for(*existing, labels)) {
     throw BackendError("a container with this sandbox's name exists and was not made for it",
                        "container " + name + " carries other labels");
@@ -288,7 +359,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   if (!existing) {
     try {
       try {
-        ensure_image(client, image, config.pull_missing_images && !built_default,
+        ensure_image(client, image, config.pull_missing_images && !built_default && from == nullptr,
                      config.pull_timeout);
       } catch (const InvalidArgument&) {
         if (!built_default) throw;
@@ -302,6 +373,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       request.image = image;
       request.entrypoint = {"/bin/sh", "-c", kKeeperScript};
       request.labels = labels;
+      request.labels[kKeeperLabel] = kKeeperVersion;
       request.environment = config.environment;
       // A read-only root leaves the image's home unwritable, and programs write there (caches,
       // dotfiles): HOME is the bounded /tmp, as on the linux backend, unless configured.
@@ -326,6 +398,10 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
       const SeccompOption seccomp(flavour);
       request.seccomp = seccomp.value();
       auto created = create_container(client, request);
+      if (!created && from != nullptr) {
+        throw BackendError("the sandbox could not be resumed: another process made it meanwhile",
+                           "container " + name);
+      }
       if (!created) {
         // Another process created it between our look and our create: adopt theirs. The engine
         // reserves a name before the container can be looked up by it, so look a little while.
@@ -347,6 +423,10 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
         try {
           start_container(client, id);
           make_directories(client, id, storage.work_base, storage.work_directories);
+          if (from != nullptr) {
+            // Nothing of a guest runs in it yet: only the init and the keeper.
+            restore_places(engine, id, from->snapshot, labels_for(key, spec, kRoleSnapshotReader));
+          }
         } catch (...) {
           remove_container(client, id);
           throw;
@@ -379,6 +459,10 @@ std::shared_ptr<Sandbox> DockerBackend::acquire(const SandboxKey& key, const San
   identity.keeper_processes = 2;
   identity.storage_base = storage.work_base;
   identity.work_directories = storage.work_directories;
+  identity.snapshots = takes_snapshots(config);
+  identity.storage_places = places;
+  identity.disk_bytes = disk_bytes;
+  identity.flavour = flavour;
   return std::make_shared<DockerSandbox>(state_->engine, std::move(identity));
 }
 
@@ -413,13 +497,51 @@ int DockerBackend::dispose_scope(std::string_view scope,
   return backend_kit::contained("docker", "dispose_scope", 0, [&] {
     auto labels = backend_kit::scope_labels(scope, thread_id);
     labels.emplace(kBackendLabel, "docker");
-    return state_->sweep(labels);
+    return state_->sweep(labels, std::nullopt, /*snapshots=*/true);
   });
 }
 
 int DockerBackend::purge_all() noexcept {
-  return backend_kit::contained("docker", "purge", 0,
-                                [&] { return state_->sweep({{kBackendLabel, "docker"}}); });
+  return backend_kit::contained("docker", "purge", 0, [&] {
+    return state_->sweep({{kBackendLabel, "docker"}}, std::nullopt, /*snapshots=*/true);
+  });
+}
+
+// ---- snapshots --------------------------------------------------------------------------------
+
+std::shared_ptr<Sandbox> DockerBackend::acquire_from_snapshot(const SandboxKey& key,
+                                                              const SandboxSpec& spec,
+                                                              const SnapshotRecord& snapshot) {
+  if (!takes_snapshots(state_->engine->config)) {
+    throw NotSupported("this docker backend takes no snapshots");
+  }
+  if (snapshot.backend != "docker" || !valid_snapshot_id(snapshot.id)) {
+    throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the docker backend's",
+                          "snapshot");
+  }
+  auto stored = find_snapshot_image(*state_->engine->client, snapshot.id);
+  if (!stored) throw NotFound("no snapshot '" + snapshot.id + "'");
+  const Resume from{std::move(*stored)};
+  return obtain(key, spec, &from);
+}
+
+std::optional<SnapshotRecord> DockerBackend::find_snapshot(std::string_view id) {
+  if (!valid_snapshot_id(id)) return std::nullopt;
+  auto stored = find_snapshot_image(*state_->engine->client, id);
+  if (!stored) return std::nullopt;
+  return std::move(stored->record);
+}
+
+std::vector<SnapshotRecord> DockerBackend::list_snapshots() {
+  std::vector<SnapshotRecord> out;
+  for (auto& stored : list_snapshot_images(*state_->engine->client, {})) {
+    out.push_back(std::move(stored.record));
+  }
+  return out;
+}
+
+bool DockerBackend::delete_snapshot(std::string_view id) noexcept {
+  return remove_snapshot_image(*state_->engine->client, id);
 }
 
 std::vector<SandboxRecord> DockerBackend::list_sandboxes() {

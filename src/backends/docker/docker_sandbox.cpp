@@ -10,6 +10,7 @@
 #include "backends/docker/engine_streams.hpp"
 #include "backends/docker/exec_session.hpp"
 #include "backends/docker/host_plane.hpp"
+#include "backends/docker/snapshots.hpp"
 #include "backends/docker/tar_io.hpp"
 #include "backends/kit/guest_paths.hpp"
 
@@ -76,6 +77,23 @@ class DockerSandbox::Walk {
 
 DockerSandbox::DockerSandbox(std::shared_ptr<EngineContext> engine, SandboxIdentity identity)
     : engine_(std::move(engine)), identity_(std::move(identity)) {}
+
+SnapshotRecord DockerSandbox::snapshot() {
+  if (!identity_.snapshots) {
+    throw NotSupported(
+        "this docker backend takes no snapshots (they need a read-only root, where the storage "
+        "places hold everything a guest writes, and runc)");
+  }
+  SnapshotSource source;
+  source.container_id = identity_.container_id;
+  source.kind = identity_.kind;
+  source.work_dir = normalize_guest_path(identity_.work_dir);
+  source.disk_bytes = identity_.disk_bytes;
+  source.places = identity_.storage_places;
+  source.flavour = identity_.flavour;
+  source.keeper_processes = identity_.keeper_processes;
+  return take_snapshot(*engine_, source);
+}
 
 std::string DockerSandbox::archive_path(const std::string& absolute) const {
   return "/containers/" + identity_.container_id + "/archive?path=" + url_encode(absolute);

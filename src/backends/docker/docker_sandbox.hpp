@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "airlock/sandbox.hpp"
+#include "backends/docker/containers.hpp"
 #include "backends/docker/engine_context.hpp"
 #include "backends/docker/host_plane.hpp"
 #include "backends/docker/path_stat.hpp"
@@ -31,6 +32,12 @@ struct SandboxIdentity {
   // The storage a restart empties, and the work dir to make in it again.
   std::string storage_base;
   std::vector<std::string> work_directories;
+  // Snapshots (snapshots.hpp): whether this sandbox's backend takes them, and what they read —
+  // every storage place (absolute targets), of `disk_bytes` in all, on which engine.
+  bool snapshots = false;
+  std::vector<std::string> storage_places;
+  std::uint64_t disk_bytes = 0;
+  EngineFlavour flavour = EngineFlavour::docker;
 };
 
 class DockerSandbox final : public Sandbox {
@@ -52,6 +59,8 @@ class DockerSandbox final : public Sandbox {
   std::vector<SandboxEntry> list_dir(std::string_view path,
                                      std::string_view working_directory) override;
   void remove(std::string_view path, std::string_view working_directory, bool recursive) override;
+  // Its storage places, quiesced while they are read, kept on the engine as an image.
+  SnapshotRecord snapshot() override;
 
   const std::string& container_name() const noexcept { return identity_.container_name; }
 

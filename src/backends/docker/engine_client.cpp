@@ -1,9 +1,11 @@
 #include "backends/docker/engine_client.hpp"
 
 #include <curl/curl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -43,6 +45,16 @@ std::size_t on_body(char* data, std::size_t size, std::size_t count, void* user)
   }
   collector->response->body.append(data, bytes);
   return bytes;
+}
+
+// Feeds an upload from a descriptor (CallOptions::body_fd).
+std::size_t on_upload(char* data, std::size_t size, std::size_t count, void* user) {
+  const int fd = *static_cast<int*>(user);
+  for (;;) {
+    const ssize_t got = ::read(fd, data, size * count);
+    if (got < 0 && errno == EINTR) continue;
+    return got < 0 ? CURL_READFUNC_ABORT : static_cast<std::size_t>(got);
+  }
 }
 
 std::size_t on_header(char* data, std::size_t size, std::size_t count, void* user) {
@@ -271,6 +283,7 @@ EngineResponse EngineClient::perform(std::string_view method, const std::string&
   } free_headers{&headers};
   headers = curl_slist_append(headers, "Expect:");
   const std::string content_type = "Content-Type: " + std::string(options.content_type);
+  int body_fd = options.body_fd;
 
   if (method == "GET") {
     curl_easy_setopt(handle, CURLOPT_HTTPGET, 1L);
@@ -278,7 +291,15 @@ EngineResponse EngineClient::perform(std::string_view method, const std::string&
     curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
   } else {
     curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, std::string(method).c_str());
-    if (method == "POST" || method == "PUT") {
+    if ((method == "POST" || method == "PUT") && options.body_fd >= 0) {
+      headers = curl_slist_append(headers, content_type.c_str());
+      // An upload read from the descriptor; the custom request keeps the method.
+      curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L);
+      curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE,
+                       static_cast<curl_off_t>(options.body_fd_bytes));
+      curl_easy_setopt(handle, CURLOPT_READFUNCTION, on_upload);
+      curl_easy_setopt(handle, CURLOPT_READDATA, &body_fd);
+    } else if (method == "POST" || method == "PUT") {
       headers = curl_slist_append(headers, content_type.c_str());
       curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE,
                        static_cast<curl_off_t>(options.body.size()));

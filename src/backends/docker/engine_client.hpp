@@ -67,6 +67,10 @@ struct CallOptions {
   std::optional<std::chrono::milliseconds> timeout;  // default: the client's request timeout
   std::uint64_t max_body_bytes = 16u << 20;          // past it the call fails; never truncated
   bool head = false;                                 // HEAD: no body is read
+  // POST/PUT: the body is read from this descriptor (from its current offset, `body_fd_bytes`
+  // of it) instead of `body`, so a large upload is never held in memory.
+  int body_fd = -1;
+  std::uint64_t body_fd_bytes = 0;
 };
 
 class EngineClient {

@@ -3,6 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "airlock/errors.hpp"
@@ -189,6 +190,178 @@ std::optional<std::string> TarStreamReader::read_data(std::uint64_t max_bytes) {
 void TarStreamReader::skip_data() {
   if (archive_read_data_skip(archive_) != ARCHIVE_OK) {
     fail("the container engine's archive could not be read");
+  }
+}
+
+namespace {
+
+la_ssize_t pull_rebased(archive*, void* user, const void** block) {
+  return static_cast<TarRebaser*>(user)->pull(block);
+}
+
+// "./a/b" → "a/b", "./" and "." → "": the engines' two spellings of a directory's content.
+std::string strip_dot(std::string path) {
+  while (path.rfind("./", 0) == 0) path.erase(0, 2);
+  if (path == ".") path.clear();
+  while (!path.empty() && path.back() == '/') path.pop_back();
+  return path;
+}
+
+bool climbs_or_absolute(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return true;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    const auto end = path.find('/', start);
+    if (path.substr(start, end == std::string::npos ? end : end - start) == "..") return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+TarRebaser::TarRebaser(int fd, std::uint64_t max_bytes) : max_bytes_(max_bytes) {
+  writer_ = archive_write_new();
+  archive_write_set_format_pax_restricted(writer_);
+  if (archive_write_open_fd(writer_, fd) != ARCHIVE_OK)
+    fail("could not start a snapshot's archive", writer_);
+}
+
+TarRebaser::~TarRebaser() {
+  archive_write_free(writer_);
+}
+
+void TarRebaser::fail(const char* what, archive* where) {
+  if (pending_) {
+    auto pending = pending_;
+    pending_ = nullptr;
+    std::rethrow_exception(pending);
+  }
+  throw BackendError(what, archive_error_string(where) ? archive_error_string(where) : "");
+}
+
+long TarRebaser::pull(const void** block) {
+  try {
+    block_.resize(64u << 10);
+    const std::size_t bytes = source_->read(block_.data(), block_.size());
+    *block = block_.data();
+    return static_cast<long>(bytes);
+  } catch (...) {
+    pending_ = std::current_exception();
+    return -1;
+  }
+}
+
+void TarRebaser::directory(const std::string& path, unsigned mode) {
+  if (std::find(written_directories_.begin(), written_directories_.end(), path) !=
+      written_directories_.end()) {
+    return;
+  }
+  Entry entry;
+  archive_entry_set_pathname(entry.handle, path.c_str());
+  archive_entry_set_filetype(entry.handle, AE_IFDIR);
+  archive_entry_set_perm(entry.handle, mode);
+  archive_entry_set_uid(entry.handle, 0);
+  archive_entry_set_gid(entry.handle, 0);
+  archive_entry_set_mtime(entry.handle, std::time(nullptr), 0);
+  if (archive_write_header(writer_, entry.handle) != ARCHIVE_OK) {
+    fail("could not write a snapshot's archive", writer_);
+  }
+  written_directories_.push_back(path);
+}
+
+void TarRebaser::append(EngineDownload& download, const std::string& prefix,
+                        const std::vector<std::string>& skipped) {
+  for (std::size_t slash = prefix.find('/'); slash != std::string::npos;
+       slash = prefix.find('/', slash + 1)) {
+    directory(prefix.substr(0, slash), 0755);
+  }
+  source_ = &download;
+  archive* reader = archive_read_new();
+  struct Free {
+    archive* handle;
+    ~Free() { archive_read_free(handle); }
+  } free_reader{reader};
+  // Plain tar only: the engines send uncompressed archives, and no decompressor means no
+  // decompression bomb.
+  archive_read_support_format_tar(reader);
+  if (archive_read_open(reader, this, nullptr, pull_rebased, nullptr) != ARCHIVE_OK) {
+    fail("the container engine's archive could not be read", reader);
+  }
+  bool wrote_prefix = false;
+  char chunk[65536];
+  for (;;) {
+    archive_entry* entry = nullptr;
+    const int status = archive_read_next_header(reader, &entry);
+    if (status == ARCHIVE_EOF) break;
+    if (status != ARCHIVE_OK && status != ARCHIVE_WARN) {
+      fail("the container engine's archive could not be read", reader);
+    }
+    const std::string path =
+        strip_dot(archive_entry_pathname(entry) ? archive_entry_pathname(entry) : "");
+    const char* hard = archive_entry_hardlink(entry);
+    const auto type = archive_entry_filetype(entry);
+    if (climbs_or_absolute(path) || (hard != nullptr && climbs_or_absolute(strip_dot(hard)))) {
+      throw BackendError("the container engine's archive names a path outside its directory",
+                         path.substr(0, 256));
+    }
+    if (path.empty()) {
+      // The directory itself: the place keeps its mode.
+      if (type == AE_IFDIR) {
+        archive_entry_set_pathname(entry, prefix.c_str());
+        if (archive_write_header(writer_, entry) != ARCHIVE_OK) {
+          fail("could not write a snapshot's archive", writer_);
+        }
+        written_directories_.push_back(prefix);
+        wrote_prefix = true;
+      }
+      continue;
+    }
+    if (!wrote_prefix) {
+      directory(prefix, 0755);
+      wrote_prefix = true;
+    }
+    if (hard == nullptr && type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
+      ++dropped_;
+      continue;
+    }
+    const std::string rebased = prefix + "/" + path;
+    const bool left_out = std::any_of(skipped.begin(), skipped.end(), [&rebased](const auto& skip) {
+      return rebased == skip || rebased.rfind(skip + "/", 0) == 0;
+    });
+    if (left_out) continue;
+    archive_entry_set_pathname(entry, rebased.c_str());
+    if (hard != nullptr) {
+      const std::string target = prefix + "/" + strip_dot(hard);
+      archive_entry_set_hardlink(entry, target.c_str());
+    }
+    if (archive_write_header(writer_, entry) != ARCHIVE_OK) {
+      fail("could not write a snapshot's archive", writer_);
+    }
+    if (type != AE_IFREG || hard != nullptr) continue;
+    for (;;) {
+      const la_ssize_t step = archive_read_data(reader, chunk, sizeof chunk);
+      if (step < 0) fail("the container engine's archive could not be read", reader);
+      if (step == 0) break;
+      content_bytes_ += static_cast<std::uint64_t>(step);
+      if (content_bytes_ > max_bytes_) {
+        throw BackendError(
+            "the sandbox's files are larger than its storage allows",
+            std::to_string(content_bytes_) + " bytes past " + std::to_string(max_bytes_));
+      }
+      if (archive_write_data(writer_, chunk, static_cast<std::size_t>(step)) != step) {
+        fail("could not write a snapshot's archive", writer_);
+      }
+    }
+  }
+  if (!wrote_prefix) directory(prefix, 0755);
+  source_ = nullptr;
+}
+
+void TarRebaser::finish() {
+  if (archive_write_close(writer_) != ARCHIVE_OK) {
+    fail("could not finish a snapshot's archive", writer_);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,47 @@ class TarStreamReader {
   archive* archive_ = nullptr;
   std::string block_;
   std::exception_ptr pending_;  // an exception thrown inside the callback, rethrown outside
+};
+
+// Writes one tar to a descriptor from the tars of several directories, each put under a path
+// of its own: what a snapshot of a sandbox's storage places is made of. Only regular files
+// (and hard links between them), directories and symbolic links are kept; device nodes, FIFOs
+// and sockets are dropped. An entry whose path is absolute or climbs ("..") is refused.
+class TarRebaser {
+ public:
+  // `max_bytes`: past this much file content in all, the copy is refused (BackendError).
+  TarRebaser(int fd, std::uint64_t max_bytes);
+  ~TarRebaser();
+  TarRebaser(const TarRebaser&) = delete;
+  TarRebaser& operator=(const TarRebaser&) = delete;
+
+  // Appends the entries of the tar `download` streams (a directory's content, as the engines
+  // answer for "<dir>/.": "./a", "a", and the directory itself as "./" or "." or not at all)
+  // under `prefix` (relative, no trailing '/'): "./a/b" becomes "<prefix>/a/b", the directory
+  // itself `prefix`. `prefix`'s parents are written first (0755, root's). An entry whose new
+  // path is in `skipped` (relative, like `prefix`), or beneath one, is left out.
+  void append(EngineDownload& download, const std::string& prefix,
+              const std::vector<std::string>& skipped = {});
+  // Ends the archive; the descriptor then holds it whole.
+  void finish();
+  std::uint64_t content_bytes() const noexcept { return content_bytes_; }
+  std::uint64_t dropped_entries() const noexcept { return dropped_; }
+
+  // libarchive callback.
+  long pull(const void** block);
+
+ private:
+  void directory(const std::string& path, unsigned mode);
+  [[noreturn]] void fail(const char* what, archive* where);
+
+  archive* writer_ = nullptr;
+  std::uint64_t max_bytes_;
+  std::uint64_t content_bytes_ = 0;
+  std::uint64_t dropped_ = 0;
+  std::vector<std::string> written_directories_;
+  EngineDownload* source_ = nullptr;
+  std::string block_;
+  std::exception_ptr pending_;
 };
 
 }  // namespace airlock::docker

@@ -7,6 +7,17 @@
 
 namespace airlock::gvisor_backend {
 
+std::vector<std::pair<std::string, std::string>> egress_proxy_environment() {
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressBridgePort);
+  std::vector<std::pair<std::string, std::string>> environment;
+  for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}) {
+    environment.emplace_back(name, proxy);
+  }
+  environment.emplace_back("NO_PROXY", "localhost,127.0.0.1");
+  environment.emplace_back("no_proxy", "localhost,127.0.0.1");
+  return environment;
+}
+
 json::Json bundle_config(const BundlePlan& plan) {
   using json::Json;
   Json keeper = Json::array({gvisor_guest::kGuestHelperPath, "keeper"});

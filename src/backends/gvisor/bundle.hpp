@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "airlock/json.hpp"
@@ -29,8 +30,10 @@ struct BundlePlan {
   std::optional<std::uint64_t> guest_pids;
   std::optional<std::uint64_t> host_pids;
   std::optional<std::uint64_t> cpu_millis;
-  // allowlist: the host directory holding the proxy's socket, bound read-only at
-  // kEgressGuestDirectory, and the bridge's loopback port inside.
+  // The host directory holding the proxy's socket under allowlist (empty under closed), bound
+  // read-only at kEgressGuestDirectory, and the keeper's bridge on its loopback port inside.
+  // Every sandbox has both, whatever its posture: a snapshot restores only the mounts it was
+  // saved with, and one saved closed may be resumed allowlisted.
   std::optional<std::filesystem::path> egress_directory;
   // The host directory bound read-only at kControlGuestDirectory: the keeper socket alone. Read-
   // only, so no guest process can replace the socket with a listener of its own and catch the
@@ -45,6 +48,10 @@ inline constexpr const char* kControlGuestDirectory = "/.airlock-control";
 inline constexpr const char* kKeeperSocketName = "keeper.sock";
 inline constexpr const char* kEgressSocketName = "egress.sock";
 inline constexpr int kEgressBridgePort = 3128;
+
+// What every command of an allowlisted sandbox finds in its environment: HTTP(S)_PROXY (both
+// cases) at the keeper's bridge, and NO_PROXY naming loopback.
+std::vector<std::pair<std::string, std::string>> egress_proxy_environment();
 
 // The config.json document for `plan`.
 json::Json bundle_config(const BundlePlan& plan);

@@ -142,4 +142,22 @@ base::UniqueFd GuestChannel::take(Clock::time_point deadline, std::stop_token st
   }
 }
 
+int GuestChannel::drain(std::chrono::milliseconds quiet) {
+  int listener;
+  {
+    std::lock_guard lock(mutex_);
+    attach_locked();
+    listener = listener_.get();
+  }
+  int closed = 0;
+  for (;;) {
+    pollfd watch{listener, POLLIN, 0};
+    const int ready = ::poll(&watch, 1, static_cast<int>(quiet.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return closed;
+    base::UniqueFd connection(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (connection) ++closed;
+  }
+}
+
 }  // namespace airlock::gvisor_backend

@@ -30,6 +30,12 @@ class GuestChannel final : public backend_kit::CommandChannel {
   base::UniqueFd take(std::chrono::steady_clock::time_point deadline,
                       std::stop_token stop) override;
 
+  // Takes every connection waiting on the keeper socket and closes it, until none has come for
+  // `quiet`: the keeper's idle handlers see the hang-up and exit, so the guest holds no
+  // connection to the host (gVisor cannot save one). Returns how many were closed. Meant for a
+  // keeper socket whose name was taken away first, so that the keeper cannot dial again.
+  int drain(std::chrono::milliseconds quiet);
+
  private:
   void attach_locked();
 

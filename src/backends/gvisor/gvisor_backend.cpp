@@ -120,9 +120,12 @@ void require_traversable(const std::filesystem::path& target, const char* what,
 constexpr std::uint64_t kMinimumStorageBytes = std::uint64_t{1} << 20;
 
 // The command channel's directory, the Gofer's (uid_base) and nobody else's, and the token the
-// keeper proves itself with, host root's alone (the shepherd pipes it to the keeper's stdin).
+// keeper proves itself with, host root's alone (the shepherd pipes it to the keeper's stdin). A
+// sandbox restored from a snapshot takes the snapshot's token: its keeper is the one that was
+// saved, and holds that token in its memory.
 void prepare_control(const std::filesystem::path& directory,
-                     const std::filesystem::path& token_file, std::uint32_t uid_base) {
+                     const std::filesystem::path& token_file, std::uint32_t uid_base,
+                     const std::string& given_token) {
   if ((::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) ||
       ::chown(directory.c_str(), uid_base, uid_base) != 0 || ::chmod(directory.c_str(), 0700)) {
     throw SystemError("could not prepare the sandbox's control directory", errno,
@@ -130,11 +133,28 @@ void prepare_control(const std::filesystem::path& directory,
   }
   base::UniqueFd file(
       ::open(token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  const std::string token = random_hex(gvisor_guest::kTokenLength / 2);
+  const std::string token =
+      given_token.empty() ? random_hex(gvisor_guest::kTokenLength / 2) : given_token;
   if (!file ||
       ::write(file.get(), token.data(), token.size()) != static_cast<ssize_t>(token.size())) {
     throw SystemError("could not write the sandbox's token", errno, token_file.string());
   }
+}
+
+std::optional<std::uint64_t> optional_count(const json::Json& object, const char* name) {
+  const auto found = object.find(name);
+  if (found == object.end() || !found->is_number_unsigned()) return std::nullopt;
+  return found->get<std::uint64_t>();
+}
+
+std::string read_token(const std::filesystem::path& file) {
+  base::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  char text[128];
+  const ssize_t size = fd ? ::read(fd.get(), text, sizeof text) : -1;
+  if (size != static_cast<ssize_t>(gvisor_guest::kTokenLength)) {
+    throw BackendError("a snapshot's token is missing or damaged", file.string());
+  }
+  return std::string(text, static_cast<std::size_t>(size));
 }
 
 }  // namespace
@@ -157,6 +177,7 @@ GvisorBackend::GvisorBackend(GvisorBackendConfig config)
   runsc_ = std::make_shared<const Runsc>(binary, store_.runsc_root(), config_->runsc_timeout);
   helper_directory_ = install_helper();
   state_tag_ = sha256_hex(std::filesystem::absolute(store_.base()).string()).substr(0, 8);
+  reclaim_snapshot_staging();
   if (config_->platform) {
     platform_ = *config_->platform;
   } else {
@@ -178,9 +199,9 @@ std::optional<EgressSet> GvisorBackend::egress_modes() const {
 }
 
 std::optional<CapabilitySet> GvisorBackend::capabilities() const {
-  return CapabilitySet{Capability::exec,      Capability::run_code,   Capability::files_in,
-                       Capability::files_out, Capability::files_list, Capability::files_delete,
-                       Capability::host_tools};
+  return CapabilitySet{Capability::exec,       Capability::run_code,   Capability::files_in,
+                       Capability::files_out,  Capability::files_list, Capability::files_delete,
+                       Capability::host_tools, Capability::snapshot};
 }
 
 // The helper is copied (content-addressed) beside our state, so a rebuilt or removed build tree
@@ -233,6 +254,16 @@ std::shared_ptr<Sandbox> GvisorBackend::acquire(const SandboxKey& key, const San
   if (record && record->state == "running") {
     const auto running = runsc_->state(id);
     if (running && running->status == "running") {
+      // A snapshot sets the keeper socket aside under this same lock: one found aside now was
+      // left by a process that died while saving, and goes back, or the keeper cannot dial.
+      const auto parked = store_.parked_keeper_socket(id);
+      if (::access(parked.c_str(), F_OK) == 0) {
+        const auto socket = store_.control_dir(id) / kKeeperSocketName;
+        if (::rename(parked.c_str(), socket.c_str()) != 0) {
+          spdlog::warn("gvisor: could not give {}'s keeper socket back: {}", id,
+                       std::strerror(errno));
+        }
+      }
       if (auto cached = live_.find(id, [&](GvisorSandbox& sandbox) {
             return sandbox.instance_id() == record->instance_id;
           })) {
@@ -274,17 +305,23 @@ std::uint64_t GvisorBackend::storage_bytes(const SandboxSpec& spec) const {
 std::shared_ptr<GvisorSandbox> GvisorBackend::adopt(const Record& record, const SandboxKey& key) {
   auto channel =
       std::make_shared<GuestChannel>(store_.broker_socket(record.id), store_.token_file(record.id));
-  return std::make_shared<GvisorSandbox>(std::move(channel), config_, record.id, record.instance_id,
-                                         key, record.kind, record.work_dir);
+  return std::make_shared<GvisorSandbox>(
+      std::move(channel), config_, record.id, record.instance_id, key, record.kind, record.work_dir,
+      record.egress_posture.rfind("allowlist", 0) == 0, weak_from_this());
 }
 
 std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, const SandboxKey& key,
-                                                     const SandboxSpec& spec) {
-  const std::string reference =
-      spec.image_id() ? *spec.image_id() : spec.image().value_or(config_->default_image);
+                                                     const SandboxSpec& spec, const Restore* from) {
+  // A restore takes what the snapshot was made of: its image (by id), its helper, its shape.
+  const json::Json* made = from != nullptr ? &from->saved.at("gvisor") : nullptr;
+  const std::string reference = made != nullptr   ? made->at("image_id").get<std::string>()
+                                : spec.image_id() ? *spec.image_id()
+                                                  : spec.image().value_or(config_->default_image);
   images::ImagePin pin = images_.pin(reference);
   const auto directory = store_.sandbox_dir(id);
   const auto bundle = directory / "bundle";
+  const ResourceLimits& asked = spec.resources();
+  const ResourceLimits& fallback = config_->default_resources;
 
   Record record;
   record.id = id;
@@ -293,45 +330,66 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
   record.labels = sandbox_labels(key, spec);
   record.egress_posture = spec.egress_posture();
   record.state = "creating";
-  record.image = pin.image().reference;
+  record.image =
+      made != nullptr ? from->saved.at("image").get<std::string>() : pin.image().reference;
   record.image_id = pin.image().id;
   record.work_dir = normalize_guest_path(spec.work_dir());
   record.platform = std::string(to_string(platform_));
   record.created_at_ms = now_ms();
+  if (made != nullptr) {
+    record.helper_directory = made->at("helper_directory").get<std::string>();
+    record.disk_bytes = made->at("disk_bytes").get<std::uint64_t>();
+    record.memory_bytes = optional_count(*made, "memory_bytes");
+    record.pids = optional_count(*made, "pids");
+    record.cpu_millis = optional_count(*made, "cpu_millis");
+    record.from_snapshot = from->snapshot_id;
+  } else {
+    record.helper_directory = helper_directory_.string();
+    record.disk_bytes = storage_bytes(spec);
+    record.memory_bytes = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
+    record.pids = asked.pids ? asked.pids : fallback.pids;
+    record.cpu_millis = asked.cpu_millis ? asked.cpu_millis : fallback.cpu_millis;
+  }
   store_.write(record);
 
   try {
     BundlePlan plan;
     plan.rootfs = pin.image().rootfs;
-    plan.helper_directory = helper_directory_;
+    plan.helper_directory = record.helper_directory;
     plan.empty_directory = store_.empty_dir();
     plan.cgroups_path = std::string("/") + kCgroupParent + "/" + id;
-    plan.work_dir = record.work_dir;
+    // The keeper makes the work dir at its start; a restored keeper made the snapshot's.
+    plan.work_dir =
+        made != nullptr ? from->saved.at("work_dir").get<std::string>() : record.work_dir;
     plan.uid_base = config_->uid_base;
     plan.environment = environment_for(pin.image());
     // The command channel: the keeper proves itself with this token on every connection.
     plan.control_directory = store_.control_dir(id);
-    prepare_control(plan.control_directory, store_.token_file(id), config_->uid_base);
-    if (spec.egress() == Egress::allowlist) {
-      const std::string proxy = "http://127.0.0.1:" + std::to_string(kEgressBridgePort);
-      for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"}) {
-        plan.environment.push_back(std::string(name) + "=" + proxy);
+    prepare_control(
+        plan.control_directory, store_.token_file(id), config_->uid_base,
+        from != nullptr ? read_token(snapshot_dir(from->snapshot_id) / "token") : std::string());
+    // Every sandbox has its egress directory bound and its keeper's bridge listening, so that
+    // one restored under another posture than it was saved under has the mounts it was saved
+    // with: under `closed` the directory stays empty and the bridge leads nowhere.
+    const bool saved_allowlist =
+        made != nullptr
+            ? from->saved.at("egress_posture").get<std::string>().rfind("allowlist", 0) == 0
+            : spec.egress() == Egress::allowlist;
+    if (saved_allowlist) {
+      for (const auto& [name, value] : egress_proxy_environment()) {
+        plan.environment.push_back(name + "=" + value);
       }
-      plan.environment.emplace_back("NO_PROXY=localhost,127.0.0.1");
-      plan.environment.emplace_back("no_proxy=localhost,127.0.0.1");
-      // The socket exists before the container: the Gofer binds the directory at start.
-      listen_for_egress(id, spec, record.instance_id);
-      plan.egress_directory = store_.egress_dir(id);
     }
-    const ResourceLimits& asked = spec.resources();
-    const ResourceLimits& fallback = config_->default_resources;
-    plan.memory_bytes = asked.memory_bytes ? asked.memory_bytes : fallback.memory_bytes;
-    plan.cpu_millis = asked.cpu_millis ? asked.cpu_millis : fallback.cpu_millis;
-    if (const auto pids = asked.pids ? asked.pids : fallback.pids) {
-      plan.guest_pids = *pids;
+    plan.egress_directory = prepare_egress_directory(id);
+    // The socket exists before the container: the Gofer binds the directory at start.
+    if (spec.egress() == Egress::allowlist) listen_for_egress(id, spec, record.instance_id);
+    plan.memory_bytes = record.memory_bytes;
+    plan.cpu_millis = record.cpu_millis;
+    if (record.pids) {
+      plan.guest_pids = *record.pids;
       // Measured under systrap: each guest process costs the host several tasks (its stub and
       // the Sentry threads serving it); 24 guest processes overran a host limit of 152.
-      plan.host_pids = *pids * kHostTasksPerGuestProcess + config_->pids_overhead;
+      plan.host_pids = *record.pids * kHostTasksPerGuestProcess + config_->pids_overhead;
     }
     write_bundle(bundle, plan);
 
@@ -347,9 +405,42 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     // Lets the guest connect to host unix sockets bound into it: the keeper socket, and the
     // proxy's under allowlist. (Creating one on the host stays refused.)
     flags.emplace_back("--host-uds=open");
-    for (const auto& word :
-         {std::string("run"), std::string("--detach"), "--bundle=" + bundle.string(), id}) {
-      flags.push_back(word);
+    std::filesystem::path image_link;
+    if (from != nullptr) {
+      // The image is linked into the sandbox's own directory first, so that a delete of the
+      // snapshot while runsc reads it takes nothing from under the restore.
+      image_link = directory / "checkpoint";
+      std::error_code error;
+      std::filesystem::create_directory(image_link, error);
+      std::size_t linked = 0;
+      for (const auto& entry :
+           std::filesystem::directory_iterator(snapshot_dir(from->snapshot_id) / "image", error)) {
+        const auto target = image_link / entry.path().filename();
+        std::filesystem::create_hard_link(entry.path(), target, error);
+        // Another filesystem under the state directory: a copy, then.
+        if (error == std::errc::cross_device_link) {
+          std::filesystem::copy_file(entry.path(), target, error);
+        }
+        if (error) break;
+        ++linked;
+      }
+      if (error == std::errc::no_such_file_or_directory || (!error && linked == 0)) {
+        throw NotFound("no snapshot '" + from->snapshot_id + "' (deleted while it was resumed)");
+      }
+      if (error) {
+        throw SystemError("could not take the snapshot's image for the restore", error.value(),
+                          image_link.string());
+      }
+      for (const auto& word :
+           {std::string("restore"), std::string("--detach"), "--image-path=" + image_link.string(),
+            "--bundle=" + bundle.string(), id}) {
+        flags.push_back(word);
+      }
+    } else {
+      for (const auto& word :
+           {std::string("run"), std::string("--detach"), "--bundle=" + bundle.string(), id}) {
+        flags.push_back(word);
+      }
     }
     std::vector<std::string> argv = runsc_->command(flags);
     std::vector<std::string> shepherd = {helper_source_.string(),
@@ -358,7 +449,7 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
                                          "3",
                                          "--storage",
                                          storage.string(),
-                                         std::to_string(storage_bytes(spec)),
+                                         std::to_string(record.disk_bytes),
                                          "--control",
                                          (plan.control_directory / kKeeperSocketName).string(),
                                          store_.broker_socket(id).string(),
@@ -374,10 +465,15 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     status.write.reset();
     wait_process(first);
     const auto code = await_create(status.read.get(), config_->runsc_timeout);
+    if (!image_link.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(image_link, ignored);
+    }
     if (!code || *code != 0) {
       throw BackendError(
-          "the gvisor sandbox could not be started",
-          "runsc run " + id +
+          from != nullptr ? "the gvisor sandbox could not be restored from its snapshot"
+                          : "the gvisor sandbox could not be started",
+          "runsc " + std::string(from != nullptr ? "restore " : "run ") + id +
               (code ? " exited " + std::to_string(*code) : std::string(" gave no answer")) + ": " +
               read_tail(log_path));
     }
@@ -389,17 +485,27 @@ std::shared_ptr<GvisorSandbox> GvisorBackend::create(const std::string& id, cons
     teardown_locked(id);
     throw;
   }
-  spdlog::info("gvisor: created sandbox {} (instance {}, image {}, platform {})", id,
-               record.instance_id, record.image, record.platform);
-  return adopt(record, key);
+  spdlog::info("gvisor: {} sandbox {} (instance {}, image {}, platform {})",
+               from != nullptr ? "restored " + from->snapshot_id + " as" : std::string("created"),
+               id, record.instance_id, record.image, record.platform);
+  auto sandbox = adopt(record, key);
+  if (made != nullptr && record.work_dir != from->saved.at("work_dir").get<std::string>()) {
+    // The restored keeper made the snapshot's work dir; the spec's is made here (a write makes
+    // the missing directories on its way).
+    try {
+      sandbox->write_file(".airlock-work-dir", "", record.work_dir);
+      sandbox->remove(".airlock-work-dir", record.work_dir, false);
+    } catch (...) {
+      teardown_locked(id);
+      throw;
+    }
+  }
+  return sandbox;
 }
 
-void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& spec,
-                                      const std::string& instance_id) {
-  EgressPolicy policy = config_->egress_policy;
-  policy.allowed_hosts = spec.egress_allow();
+std::filesystem::path GvisorBackend::prepare_egress_directory(const std::string& id) const {
   // The guest reaches the socket through the Sentry and Gofer, which run as uid_base: that uid
-  // owns the directory and the socket (0600), so no other host user can use or replace it.
+  // owns the directory (0700), so no other host user can use or replace what is in it.
   const auto directory = store_.egress_dir(id);
   std::error_code error;
   std::filesystem::create_directories(directory, error);
@@ -408,6 +514,15 @@ void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& 
     throw SystemError("could not prepare the sandbox's egress directory",
                       error ? error.value() : errno, directory.string());
   }
+  return directory;
+}
+
+void GvisorBackend::listen_for_egress(const std::string& id, const SandboxSpec& spec,
+                                      const std::string& instance_id) {
+  EgressPolicy policy = config_->egress_policy;
+  policy.allowed_hosts = spec.egress_allow();
+  // The socket (0600) is uid_base's like its directory: no other host user can use it.
+  const auto directory = prepare_egress_directory(id);
   UnixSocketOptions socket;
   socket.owner_uid = config_->uid_base;
   socket.owner_gid = config_->uid_base;
@@ -484,6 +599,10 @@ int GvisorBackend::dispose_scope(std::string_view scope,
         ++disposed;
       }
     }
+    // The conversation's snapshots go with it.
+    for (const auto& snapshot : list_snapshots()) {
+      if (backend_kit::labels_match(snapshot.labels, wanted)) delete_snapshot(snapshot.id);
+    }
   });
   return disposed;
 }
@@ -534,6 +653,8 @@ int GvisorBackend::purge_all() noexcept {
     for (const auto& id : ids) {
       if (teardown(id)) ++purged;
     }
+    for (const auto& snapshot : list_snapshots()) delete_snapshot(snapshot.id);
+    reclaim_snapshot_staging();
   } catch (const std::exception& error) {
     spdlog::warn("gvisor: purge failed: {}", error_detail(error));
   }

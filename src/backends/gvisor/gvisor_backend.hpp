@@ -17,7 +17,8 @@
 
 namespace airlock::gvisor_backend {
 
-class GvisorBackend final : public SandboxBackend {
+class GvisorBackend final : public SandboxBackend,
+                            public std::enable_shared_from_this<GvisorBackend> {
  public:
   explicit GvisorBackend(GvisorBackendConfig config);
 
@@ -37,15 +38,48 @@ class GvisorBackend final : public SandboxBackend {
   std::vector<SandboxRecord> list_sandboxes() override;
   int purge_all() noexcept override;
 
+  // Snapshots (snapshots.cpp): runsc's checkpoint of the whole sandbox — its processes, its
+  // memory and everything its guest wrote (the overlay's file stores live in the Sentry's
+  // memory file) — restored into a new container.
+  std::optional<SnapshotContent> snapshot_content() const override {
+    return SnapshotContent::filesystem_and_memory;
+  }
+  std::shared_ptr<Sandbox> acquire_from_snapshot(const SandboxKey& key, const SandboxSpec& spec,
+                                                 const SnapshotRecord& snapshot) override;
+  std::optional<SnapshotRecord> find_snapshot(std::string_view id) override;
+  std::vector<SnapshotRecord> list_snapshots() override;
+  bool delete_snapshot(std::string_view id) noexcept override;
+  // GvisorSandbox::snapshot(): saves the running sandbox `sandbox` is a handle of.
+  SnapshotRecord take_snapshot(GvisorSandbox& sandbox);
+
   GvisorPlatform platform() const noexcept { return platform_; }
   const StateStore& state() const noexcept { return store_; }
 
  private:
   std::string container_id(const SandboxKey& key, std::string_view kind,
                            std::string_view posture) const;
+  // What a restore needs of a snapshot: its record.json (with its "gvisor" part) and its id.
+  struct Restore {
+    std::string snapshot_id;
+    json::Json saved;
+  };
+  // A new container for `id`: started from the spec's image, or — `from` given — restored from
+  // a snapshot (its image, helper, shape and token; the spec's egress).
   std::shared_ptr<GvisorSandbox> create(const std::string& id, const SandboxKey& key,
-                                        const SandboxSpec& spec);
+                                        const SandboxSpec& spec, const Restore* from = nullptr);
   std::shared_ptr<GvisorSandbox> adopt(const Record& record, const SandboxKey& key);
+  // The sandbox's egress directory (bound at /.airlock-egress in every sandbox, empty under
+  // `closed`), the Gofer's uid's alone.
+  std::filesystem::path prepare_egress_directory(const std::string& id) const;
+  // ---- snapshots (snapshots.cpp) ----
+  std::filesystem::path snapshot_dir(const std::string& id) const;
+  // A snapshot's record.json, whole; NotFound when there is none, BackendError when unreadable.
+  json::Json read_snapshot_json(const std::string& id) const;
+  // `runsc --version`'s first line (asked once): a checkpoint is restored only by the runsc
+  // that made it.
+  std::string runsc_version() const;
+  // Staging directories of snapshots whose process died half-way.
+  void reclaim_snapshot_staging() noexcept;
   // resources.disk_bytes, else the config's: the size of the sandbox's storage tmpfs.
   std::uint64_t storage_bytes(const SandboxSpec& spec) const;
   // Kills, deletes and reclaims everything of `id`, then drops its state. Takes the locks.
@@ -71,6 +105,9 @@ class GvisorBackend final : public SandboxBackend {
   backend_kit::EgressListeners egress_;
 
   backend_kit::IdentityCache<GvisorSandbox> live_;
+
+  mutable std::mutex version_mutex_;
+  mutable std::string runsc_version_;
 };
 
 }  // namespace airlock::gvisor_backend

@@ -48,7 +48,7 @@ void StateStore::ensure_layout(std::uint32_t uid_base) const {
   // to pass through the base to reach the helper directory it binds. Traverse only, no listing;
   // everything private (runsc's root, records, bundles, locks) stays owner-only.
   make_own_directory(base_, 0711, 0, 0, "gvisor");
-  for (const char* name : {"runsc", "locks", "sandboxes"}) {
+  for (const char* name : {"runsc", "locks", "sandboxes", "snapshots"}) {
     make_own_directory(base_ / name, 0700, 0, 0, "gvisor");
   }
   make_own_directory(base_ / "helpers", 0711, 0, 0, "gvisor");
@@ -89,6 +89,17 @@ std::optional<Record> StateStore::read(const std::string& id) const {
   record.work_dir = parsed.value("work_dir", "");
   record.platform = parsed.value("platform", "");
   record.created_at_ms = parsed.value("created_at_ms", std::int64_t{0});
+  record.helper_directory = parsed.value("helper_directory", "");
+  record.disk_bytes = parsed.value("disk_bytes", std::uint64_t{0});
+  const auto optional_count = [&parsed](const char* name) -> std::optional<std::uint64_t> {
+    const auto found = parsed.find(name);
+    if (found == parsed.end() || !found->is_number_unsigned()) return std::nullopt;
+    return found->get<std::uint64_t>();
+  };
+  record.memory_bytes = optional_count("memory_bytes");
+  record.pids = optional_count("pids");
+  record.cpu_millis = optional_count("cpu_millis");
+  record.from_snapshot = parsed.value("from_snapshot", "");
   return record;
 }
 
@@ -96,17 +107,23 @@ void StateStore::write(const Record& record) const {
   const auto directory = sandbox_dir(record.id);
   std::error_code error;
   std::filesystem::create_directories(directory, error);
-  const json::Json document = {{"id", record.id},
-                               {"instance_id", record.instance_id},
-                               {"kind", record.kind},
-                               {"labels", record.labels},
-                               {"egress_posture", record.egress_posture},
-                               {"state", record.state},
-                               {"image", record.image},
-                               {"image_id", record.image_id},
-                               {"work_dir", record.work_dir},
-                               {"platform", record.platform},
-                               {"created_at_ms", record.created_at_ms}};
+  json::Json document = {{"id", record.id},
+                         {"instance_id", record.instance_id},
+                         {"kind", record.kind},
+                         {"labels", record.labels},
+                         {"egress_posture", record.egress_posture},
+                         {"state", record.state},
+                         {"image", record.image},
+                         {"image_id", record.image_id},
+                         {"work_dir", record.work_dir},
+                         {"platform", record.platform},
+                         {"created_at_ms", record.created_at_ms},
+                         {"helper_directory", record.helper_directory},
+                         {"disk_bytes", record.disk_bytes}};
+  if (record.memory_bytes) document["memory_bytes"] = *record.memory_bytes;
+  if (record.pids) document["pids"] = *record.pids;
+  if (record.cpu_millis) document["cpu_millis"] = *record.cpu_millis;
+  if (!record.from_snapshot.empty()) document["from_snapshot"] = record.from_snapshot;
   const auto staging = directory / "record.json.tmp";
   {
     std::ofstream out(staging, std::ios::binary | std::ios::trunc);

@@ -19,6 +19,9 @@
 //                                       both owned by uid_base), bound at /.airlock-egress
 //     shared/                           0710 root:uid_base: the Gofer passes, no other user
 //     shared/empty/                     01777 uid_base: the empty lower layer of /tmp, /dev/shm
+//     snapshots/<snap-id>/              0700, root's: a saved sandbox (record.json, token, the
+//                                       checkpoint image), each file 0600
+//     snapshots/.<snap-id>.staging-<pid>  one being saved (reclaimed once its process is dead)
 // <id> is the container id: "airlock-" + 8 hex of the state directory + "-" + sandbox_identity().
 #pragma once
 
@@ -46,6 +49,14 @@ struct Record {
   std::string work_dir;
   std::string platform;
   std::int64_t created_at_ms = 0;
+  // What the bundle was made with, so that a snapshot of the sandbox can be restored into one
+  // of the same shape: the helper directory bound at /.airlock, the store's size and the limits.
+  std::string helper_directory;
+  std::uint64_t disk_bytes = 0;
+  std::optional<std::uint64_t> memory_bytes;
+  std::optional<std::uint64_t> pids;
+  std::optional<std::uint64_t> cpu_millis;
+  std::string from_snapshot;  // the snapshot it was resumed from, if any
 };
 
 class StateStore {
@@ -76,6 +87,12 @@ class StateStore {
   std::filesystem::path storage_dir(const std::string& id) const {
     return sandbox_dir(id) / "storage";
   }
+  // Where the keeper socket is put aside while a snapshot is taken (the keeper cannot dial it
+  // there: the guest never sees this directory).
+  std::filesystem::path parked_keeper_socket(const std::string& id) const {
+    return sandbox_dir(id) / "keeper.sock.parked";
+  }
+  std::filesystem::path snapshots_dir() const { return base_ / "snapshots"; }
 
   // Creates (or checks) every directory above, never through a link; `uid_base` owns empty/.
   void ensure_layout(std::uint32_t uid_base) const;

@@ -152,7 +152,9 @@ ExecResult ChannelSandbox::exec(const Command& command, const ExecOptions& optio
   GuestCommand guest;
   guest.argv = command.arguments();
   guest.working_directory = options.working_directory;
-  guest.environment = options.environment;
+  guest.environment = settings_.base_environment;
+  guest.environment.insert(guest.environment.end(), options.environment.begin(),
+                           options.environment.end());
   guest.stdin_bytes = options.stdin_bytes;
   guest.feed_stdin = !options.stdin_bytes.empty();
   guest.deadline = started + options.timeout;
@@ -180,6 +182,7 @@ ExecResult ChannelSandbox::run_code(std::string_view code, Milliseconds timeout)
   GuestCommand guest;
   guest.argv = {"python3", "-"};
   guest.working_directory = work_dir_;
+  guest.environment = settings_.base_environment;
   guest.stdin_bytes = std::string(code);
   guest.feed_stdin = true;
   guest.deadline = started + timeout;

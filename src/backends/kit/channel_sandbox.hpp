@@ -38,6 +38,8 @@ struct ChannelSandboxSettings {
   std::uint32_t max_concurrent_commands = 1;
   std::vector<std::string> socket_directories;  // backend_socket_directories()
   std::string no_terminal_reason;               // why exec refuses a terminal
+  // Set for every command before the caller's own environment (which wins on a clash).
+  std::vector<std::pair<std::string, std::string>> base_environment;
 };
 
 class ChannelSandbox : public Sandbox {

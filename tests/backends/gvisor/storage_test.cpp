@@ -132,6 +132,10 @@ TEST_F(Storage, HostDirectoriesBoundIntoTheGuestAreReadOnlyAndNameNoHostPath) {
   EXPECT_EQ(sh(*sandbox, "ls -A /.airlock").stdout_bytes, "airlock-gvisor-guest\n");
   EXPECT_NE(sh(*sandbox, "touch /.airlock/planted").exit_code, 0);
   EXPECT_NE(sh(*sandbox, "rm /.airlock/airlock-gvisor-guest").exit_code, 0);
+  // Every sandbox has its egress directory (so that a snapshot may be resumed under another
+  // posture): under `closed` it is empty, and the guest cannot plant anything in it.
+  EXPECT_EQ(sh(*sandbox, "ls -A /.airlock-egress").stdout_bytes, "");
+  EXPECT_NE(sh(*sandbox, "touch /.airlock-egress/planted").exit_code, 0);
   const std::string mounts = sh(*sandbox, "cat /proc/self/mountinfo").stdout_bytes;
   ASSERT_NE(mounts.find(" /tmp "), std::string::npos) << mounts;
   for (const auto& host : {state_->path().string(), shared_image_store().string(),
