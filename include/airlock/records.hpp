@@ -239,6 +239,10 @@ struct SnapshotRecord {
 // Whether `record` belongs to `key`'s conversation (its scope and thread labels match).
 bool snapshot_belongs_to(const SnapshotRecord& record, const SandboxKey& key);
 
+// Whether `id` has the one form every backend gives a snapshot's id: "snap-" and 24 lower-case
+// hex digits. Ids name files and images, so one of any other form never reaches a lookup.
+bool is_snapshot_id(std::string_view id) noexcept;
+
 // Decode bytes as UTF-8, replacing each invalid sequence with U+FFFD.
 std::string decode_utf8_lossy(std::string_view bytes);
 

@@ -8,10 +8,9 @@
 // caller's text ever names a path in a backend's state.
 #include <spdlog/spdlog.h>
 
-#include <regex>
-
 #include "airlock/encoding.hpp"
 #include "airlock/errors.hpp"
+#include "airlock/records.hpp"
 #include "daemon/api.hpp"
 #include "daemon/http_errors.hpp"
 #include "daemon/request_fields.hpp"
@@ -19,8 +18,7 @@
 namespace airlock::daemon {
 
 std::string checked_snapshot_id(std::string_view id, const std::string& where) {
-  static const std::regex shape("snap-[0-9a-f]{24}");
-  if (!std::regex_match(id.begin(), id.end(), shape)) {
+  if (!is_snapshot_id(id)) {
     throw InvalidArgument(where + ": not a snapshot id (\"snap-\" and 24 lower-case hex digits, "
                                   "as POST /v1/sandboxes/{handle}/snapshots answers)",
                           where);

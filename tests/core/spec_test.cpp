@@ -191,5 +191,17 @@ TEST(Command, AnArgvIsNeverAShellLine) {
   EXPECT_THROW(Command::argv({std::string("a\0b", 3)}), InvalidArgument);
 }
 
+TEST(SnapshotIds, OnlySnapPlusTwentyFourLowerCaseHexDigitsNamesASnapshot) {
+  EXPECT_TRUE(is_snapshot_id("snap-0123456789abcdef01234567"));
+  for (const std::string& id :
+       {std::string("snap-0123456789ABCDEF01234567"), std::string("snap-0123456789abcdef0123456"),
+        std::string("snap-0123456789abcdef012345678"), std::string("snap-../../../../etc/passwd"),
+        std::string("../snap-0123456789abcdef01234567"),
+        std::string("snap-0123456789abcdef0123456/"), std::string("SNAP-0123456789abcdef01234567"),
+        std::string("snap-0123456789abcdef0123456") + '\0', std::string(), std::string("snap-")}) {
+    EXPECT_FALSE(is_snapshot_id(id)) << id;
+  }
+}
+
 }  // namespace
 }  // namespace airlock

@@ -515,7 +515,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire_from_snapshot(const SandboxKey& 
   if (!takes_snapshots(state_->engine->config)) {
     throw NotSupported("this docker backend takes no snapshots");
   }
-  if (snapshot.backend != "docker" || !valid_snapshot_id(snapshot.id)) {
+  if (snapshot.backend != "docker" || !is_snapshot_id(snapshot.id)) {
     throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the docker backend's",
                           "snapshot");
   }
@@ -526,7 +526,7 @@ std::shared_ptr<Sandbox> DockerBackend::acquire_from_snapshot(const SandboxKey& 
 }
 
 std::optional<SnapshotRecord> DockerBackend::find_snapshot(std::string_view id) {
-  if (!valid_snapshot_id(id)) return std::nullopt;
+  if (!is_snapshot_id(id)) return std::nullopt;
   auto stored = find_snapshot_image(*state_->engine->client, id);
   if (!stored) return std::nullopt;
   return std::move(stored->record);

@@ -180,12 +180,6 @@ std::optional<StoredSnapshot> from_image(const ImageInfo& image) {
 
 }  // namespace
 
-bool valid_snapshot_id(std::string_view id) {
-  if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
-  return std::all_of(id.begin() + 5, id.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 SnapshotRecord take_snapshot(EngineContext& engine, const SnapshotSource& source) {
   EngineClient& client = *engine.client;
   const auto info = inspect_container(client, source.container_id);
@@ -278,7 +272,7 @@ SnapshotRecord take_snapshot(EngineContext& engine, const SnapshotSource& source
 }
 
 std::optional<StoredSnapshot> find_snapshot_image(EngineClient& client, std::string_view id) {
-  if (!valid_snapshot_id(id)) return std::nullopt;
+  if (!is_snapshot_id(id)) return std::nullopt;
   for (const auto& image : list_images(client, {{kBackendLabel, "docker"},
                                                 {kRoleLabel, kRoleSnapshot},
                                                 {kSnapshotLabel, std::string(id)}})) {
@@ -301,7 +295,7 @@ std::vector<StoredSnapshot> list_snapshot_images(
 
 bool remove_snapshot_image(EngineClient& client, std::string_view id) noexcept {
   try {
-    if (!valid_snapshot_id(id)) return true;
+    if (!is_snapshot_id(id)) return true;
     const std::map<std::string, std::string> labels = {{kBackendLabel, "docker"},
                                                        {kSnapshotLabel, std::string(id)}};
     // A reader a crashed resume left holds the image: it goes first.

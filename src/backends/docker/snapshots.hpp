@@ -32,9 +32,6 @@ struct SnapshotSource {
 // The tag of a snapshot's image.
 inline constexpr const char* kSnapshotRepository = "airlock-snapshot";
 
-// "snap-" and 24 hex digits, and nothing else.
-bool valid_snapshot_id(std::string_view id);
-
 // Saves the running container `source` names: quiesced (frozen by the engine on Docker, every
 // process stopped by its keeper on Podman), its places read, then run on; the image stored.
 SnapshotRecord take_snapshot(EngineContext& engine, const SnapshotSource& source);

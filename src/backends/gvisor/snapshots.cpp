@@ -39,14 +39,6 @@ using Clock = std::chrono::steady_clock;
 // handler that has not yet seen its hang-up, say) before the snapshot is refused.
 constexpr int kSaveAttempts = 5;
 
-// A snapshot's id as this backend makes them ("snap-" and 24 hex digits), and nothing else:
-// an id names a directory, so one that is not exactly that never reaches a path.
-bool valid_snapshot_id(std::string_view id) {
-  if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
-  return std::all_of(id.begin() + 5, id.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 // Writes `content` to a new file `path`, 0600, never through a link.
 void write_private(const fs::path& path, std::string_view content) {
   base::UniqueFd file(
@@ -221,7 +213,7 @@ SnapshotRecord GvisorBackend::take_snapshot(GvisorSandbox& sandbox) {
 }
 
 json::Json GvisorBackend::read_snapshot_json(const std::string& id) const {
-  if (!valid_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
+  if (!is_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
   std::ifstream in(snapshot_dir(id) / "record.json");
   if (!in) throw NotFound("no snapshot '" + id + "'");
   try {
@@ -232,7 +224,7 @@ json::Json GvisorBackend::read_snapshot_json(const std::string& id) const {
 }
 
 std::optional<SnapshotRecord> GvisorBackend::find_snapshot(std::string_view id) {
-  if (!valid_snapshot_id(id)) return std::nullopt;
+  if (!is_snapshot_id(id)) return std::nullopt;
   try {
     return json::parse_snapshot_record(read_snapshot_json(std::string(id)), "record.json");
   } catch (const NotFound&) {
@@ -248,7 +240,7 @@ std::vector<SnapshotRecord> GvisorBackend::list_snapshots() {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(store_.snapshots_dir(), error)) {
     const std::string name = entry.path().filename().string();
-    if (!valid_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
+    if (!is_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
     if (auto record = find_snapshot(name)) out.push_back(std::move(*record));
   }
   return out;
@@ -257,7 +249,7 @@ std::vector<SnapshotRecord> GvisorBackend::list_snapshots() {
 bool GvisorBackend::delete_snapshot(std::string_view id) noexcept {
   bool gone = true;
   backend_kit::contained("gvisor", "delete_snapshot", [&] {
-    if (!valid_snapshot_id(id)) return;
+    if (!is_snapshot_id(id)) return;
     std::error_code error;
     fs::remove_all(snapshot_dir(std::string(id)), error);
     gone = !error;
@@ -283,7 +275,7 @@ void GvisorBackend::reclaim_snapshot_staging() noexcept {
 std::shared_ptr<Sandbox> GvisorBackend::acquire_from_snapshot(const SandboxKey& key,
                                                               const SandboxSpec& spec,
                                                               const SnapshotRecord& snapshot) {
-  if (snapshot.backend != "gvisor" || !valid_snapshot_id(snapshot.id)) {
+  if (snapshot.backend != "gvisor" || !is_snapshot_id(snapshot.id)) {
     throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the gvisor backend's",
                           "snapshot");
   }

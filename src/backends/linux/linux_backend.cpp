@@ -1098,7 +1098,7 @@ bool LinuxBackend::delete_snapshot(std::string_view id) noexcept {
 std::shared_ptr<Sandbox> LinuxBackend::acquire_from_snapshot(const SandboxKey& key,
                                                              const SandboxSpec& spec,
                                                              const SnapshotRecord& snapshot) {
-  if (snapshot.backend != "linux" || !valid_snapshot_id(snapshot.id)) {
+  if (snapshot.backend != "linux" || !is_snapshot_id(snapshot.id)) {
     throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the linux backend's",
                           "snapshot");
   }

@@ -65,12 +65,6 @@ void write_new_file(int directory, const char* name, const std::string& text) {
 
 }  // namespace
 
-bool valid_snapshot_id(std::string_view id) {
-  if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
-  return std::all_of(id.begin() + 5, id.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 std::string freezer_of(const std::vector<std::string>& cgroups) {
   for (const auto& directory : cgroups) {
     if (::access((directory + "/cgroup.freeze").c_str(), W_OK) == 0) return directory;
@@ -282,7 +276,7 @@ SnapshotRecord SnapshotStore::capture(const RecordFile& source, int storage) con
 }
 
 std::optional<SnapshotRecord> SnapshotStore::find(std::string_view id) const {
-  if (!valid_snapshot_id(id)) return std::nullopt;
+  if (!is_snapshot_id(id)) return std::nullopt;
   try {
     base::UniqueFd snapshots = open_directory(false);
     if (!snapshots) return std::nullopt;
@@ -313,14 +307,14 @@ std::vector<SnapshotRecord> SnapshotStore::list() const {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
     const std::string name = entry.path().filename().string();
-    if (!valid_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
+    if (!is_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
     if (auto record = find(name)) out.push_back(std::move(*record));
   }
   return out;
 }
 
 bool SnapshotStore::remove(std::string_view id) const noexcept {
-  if (!valid_snapshot_id(id)) return true;  // no such snapshot can exist
+  if (!is_snapshot_id(id)) return true;  // no such snapshot can exist
   try {
     base::UniqueFd snapshots = open_directory(false);
     if (!snapshots) return true;
@@ -338,7 +332,7 @@ void SnapshotStore::remove_all() const noexcept {
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
       const std::string name = entry.path().filename().string();
-      if (valid_snapshot_id(name)) (void)remove_tree(snapshots.get(), name);
+      if (is_snapshot_id(name)) (void)remove_tree(snapshots.get(), name);
     }
   } catch (const std::exception& error) {
     spdlog::warn("linux: removing every snapshot failed: {}", error_detail(error));
@@ -346,7 +340,7 @@ void SnapshotStore::remove_all() const noexcept {
 }
 
 base::UniqueFd SnapshotStore::open_stream(const std::string& id) const {
-  if (!valid_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
+  if (!is_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
   base::UniqueFd snapshots = open_directory(false);
   if (!snapshots) throw NotFound("no snapshot '" + id + "'");
   const std::string path = id + "/" + kStreamFile;

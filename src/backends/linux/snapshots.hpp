@@ -26,8 +26,6 @@
 
 namespace airlock::linux_backend {
 
-bool valid_snapshot_id(std::string_view id);
-
 // A sandbox's cgroup v2 freezer (cgroup.freeze): frozen while this lives, thawed when it goes
 // (thawing is tried even when the freeze timed out). Throws BackendError when the sandbox has no
 // v2 cgroup to freeze (this backend makes one unless per_command_cgroups is off and no limit is

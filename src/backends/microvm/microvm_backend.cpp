@@ -356,14 +356,6 @@ MicrovmAccelProbe probe_accel(const MicrovmBackendConfig& config, const fs::path
   return probe;
 }
 
-// A snapshot's id as this backend makes them ("snap-" and 24 hex digits), and nothing else:
-// an id names a directory, so one that is not exactly that never reaches a path.
-bool valid_snapshot_id(std::string_view id) {
-  if (id.size() != 29 || id.substr(0, 5) != "snap-") return false;
-  return std::all_of(id.begin() + 5, id.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
 }  // namespace
 
 // ---- MicrovmSandbox ----
@@ -1298,7 +1290,7 @@ fs::path MicrovmBackend::snapshot_dir(const std::string& id) const {
 }
 
 json::Json MicrovmBackend::read_snapshot_json(const std::string& id) const {
-  if (!valid_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
+  if (!is_snapshot_id(id)) throw NotFound("no snapshot '" + id + "'");
   std::ifstream in(snapshot_dir(id) / "record.json");
   if (!in) throw NotFound("no snapshot '" + id + "'");
   try {
@@ -1309,7 +1301,7 @@ json::Json MicrovmBackend::read_snapshot_json(const std::string& id) const {
 }
 
 std::optional<SnapshotRecord> MicrovmBackend::find_snapshot(std::string_view id) {
-  if (!valid_snapshot_id(id)) return std::nullopt;
+  if (!is_snapshot_id(id)) return std::nullopt;
   try {
     return json::parse_snapshot_record(read_snapshot_json(std::string(id)),
                                        "snapshot " + std::string(id));
@@ -1326,7 +1318,7 @@ std::vector<SnapshotRecord> MicrovmBackend::list_snapshots() {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(base() / "snapshots", error)) {
     const std::string name = entry.path().filename().string();
-    if (!valid_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
+    if (!is_snapshot_id(name)) continue;  // a staging directory, or nothing of ours
     if (auto record = find_snapshot(name)) out.push_back(std::move(*record));
   }
   return out;
@@ -1335,7 +1327,7 @@ std::vector<SnapshotRecord> MicrovmBackend::list_snapshots() {
 bool MicrovmBackend::delete_snapshot(std::string_view id) noexcept {
   bool gone = true;
   backend_kit::contained("microvm", "delete_snapshot", [&] {
-    if (!valid_snapshot_id(id)) return;
+    if (!is_snapshot_id(id)) return;
     std::error_code error;
     fs::remove_all(snapshot_dir(std::string(id)), error);
     gone = !error;
@@ -1346,7 +1338,7 @@ bool MicrovmBackend::delete_snapshot(std::string_view id) noexcept {
 std::shared_ptr<Sandbox> MicrovmBackend::acquire_from_snapshot(const SandboxKey& key,
                                                                const SandboxSpec& spec,
                                                                const SnapshotRecord& snapshot) {
-  if (snapshot.backend != "microvm" || !valid_snapshot_id(snapshot.id)) {
+  if (snapshot.backend != "microvm" || !is_snapshot_id(snapshot.id)) {
     throw InvalidArgument("snapshot '" + snapshot.id + "' is not one of the microvm backend's",
                           "snapshot");
   }

@@ -96,6 +96,13 @@ bool snapshot_belongs_to(const SnapshotRecord& record, const SandboxKey& key) {
   return matches("airlock.scope", key.scope) && matches("airlock.thread", key.thread_id);
 }
 
+bool is_snapshot_id(std::string_view id) noexcept {
+  constexpr std::string_view prefix = "snap-";
+  if (id.size() != prefix.size() + 24 || id.substr(0, prefix.size()) != prefix) return false;
+  return std::all_of(id.begin() + prefix.size(), id.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 std::string SandboxSpec::egress_posture() const {
   std::string posture(to_string(fields_.egress));
   if (fields_.egress == Egress::allowlist) {
