@@ -370,18 +370,7 @@ class Reader {
   bool bytes(void* into, std::size_t count) {
     auto* out = static_cast<char*>(into);
     while (count > 0) {
-      if (position_ == filled_) {
-        ssize_t got;
-        do {
-          got = ::read(in_, buffer_, sizeof buffer_);
-        } while (got < 0 && errno == EINTR);
-        if (got <= 0) {
-          error_ = got < 0 ? errno : EPROTO;
-          return false;
-        }
-        position_ = 0;
-        filled_ = static_cast<std::size_t>(got);
-      }
+      if (position_ == filled_ && !refill()) return false;
       const std::size_t take = std::min(count, filled_ - position_);
       std::memcpy(out, buffer_ + position_, take);
       position_ += take;
@@ -422,18 +411,7 @@ class Reader {
   // Copies `count` bytes of the stream into `out`.
   bool copy(int out, std::uint64_t count) {
     while (count > 0) {
-      if (position_ == filled_) {
-        ssize_t got;
-        do {
-          got = ::read(in_, buffer_, sizeof buffer_);
-        } while (got < 0 && errno == EINTR);
-        if (got <= 0) {
-          error_ = got < 0 ? errno : EPROTO;
-          return false;
-        }
-        position_ = 0;
-        filled_ = static_cast<std::size_t>(got);
-      }
+      if (position_ == filled_ && !refill()) return false;
       const std::size_t take =
           static_cast<std::size_t>(std::min<std::uint64_t>(count, filled_ - position_));
       std::size_t done = 0;
@@ -454,6 +432,21 @@ class Reader {
   int error() const { return error_ == 0 ? EPROTO : error_; }
 
  private:
+  // Reads the next buffer's worth; an end of the stream here is a truncated stream (EPROTO).
+  bool refill() {
+    ssize_t got;
+    do {
+      got = ::read(in_, buffer_, sizeof buffer_);
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+      error_ = got < 0 ? errno : EPROTO;
+      return false;
+    }
+    position_ = 0;
+    filled_ = static_cast<std::size_t>(got);
+    return true;
+  }
+
   int in_;
   char buffer_[256 * 1024];
   std::size_t position_ = 0;
